@@ -44,7 +44,7 @@ def make_data(n: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     add_run_flags(parser, epochs=30, batch_size=32)
     args = parser.parse_args()
 

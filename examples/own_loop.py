@@ -80,7 +80,7 @@ def train_epoch(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--global-batch", type=int, default=8, help="examples per step, all ranks")
     parser.add_argument("--checkpoint", help="file saved after each epoch")

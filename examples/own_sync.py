@@ -140,7 +140,7 @@ class GlobalNormClipSync(LocalSync):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     add_run_flags(parser, epochs=3, batch_size=32)
     parser.add_argument("--lr", type=positive_float, default=0.1, help="SGD's rate (%(default)s)")
     parser.add_argument(

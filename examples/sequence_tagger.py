@@ -53,7 +53,7 @@ def make_data(sentences: int, seed: int) -> SequenceSet:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     add_run_flags(parser, epochs=10, batch_size=16)
     args = parser.parse_args()
 

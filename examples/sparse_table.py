@@ -134,7 +134,7 @@ def bytes_line(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     add_run_flags(parser, epochs=3, batch_size=64)
     add_accumulate_flag(parser)  # distconv train's: a larger global batch, a check in float64
     add_dtype_flag(parser)

@@ -73,6 +73,19 @@ def test_the_typed_program_runs(tmp_path):
     assert done.stdout.splitlines()[1:] == ["CheckpointReadError", "NetworkError", "True"]
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("example", [path.name for path in EXAMPLES])
+def test_each_example_starts_without_its_docstring(example):
+    """``__doc__`` is ``str | None``, as pyright says of ``__doc__.splitlines()``: under
+    ``python -OO`` it is None, and each example's --help failed with an AttributeError."""
+    done = subprocess.run(
+        [sys.executable, "-OO", str(REPO_ROOT / "examples" / example), "--help"],
+        capture_output=True, text=True, env=child_env(), timeout=100, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.startswith("usage: ")
+
+
 #: the callables' hints, evaluated in a fresh process: a type a module imports for checkers
 #: only (``TYPE_CHECKING``) is a NameError there, whatever an earlier test left imported
 _HINTS_PROBE = """
