@@ -27,7 +27,7 @@ from distconv.network_reads import feeds_read, layers_needed, not_run_problem, r
 from distconv.network_summary import network_summary
 from distconv.parameter import Parameter, UpdateCallback, callback_problem, name_clash
 
-L = TypeVar("L", bound=Layer)  # add returns its layer's own class: fc.weight type-checks
+_LayerT = TypeVar("_LayerT", bound=Layer)  # add returns its layer's own class (fc.weight)
 
 
 class NetworkError(ValueError):
@@ -65,7 +65,7 @@ class Network:
         self._checks = AddChecks(self.layers, self.wiring)
         self._users: Counter[int] = Counter()  # id of a parameter -> the layers that hold it
 
-    def add(self, name: str, layer: L, inputs: str | Iterable[str]) -> L:
+    def add(self, name: str, layer: _LayerT, inputs: str | Iterable[str]) -> _LayerT:
         """Add ``layer`` under ``name``, reading the outputs (or feeds) named in ``inputs``;
         returns ``layer``, typed as given (``net[name]`` is only a :class:`Layer` to a checker).
 
