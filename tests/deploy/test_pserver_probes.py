@@ -167,47 +167,68 @@ def test_the_rendered_startup_probe_fails_a_shard_whose_job_failed_before_its_se
     seeded, it held off for 20 minutes a shard whose job failed before any seed: never
     restarted, the shard refused every worker until the Job ran out of retries. The rendered
     probes, asked of a real shard: 2xx while it waits healthy for its workers, not once its
-    job failed (here two ranks of other jobs meet it: a rank late to start no longer fails
-    it), so Kubernetes restarts it."""
+    job failed (here rank 1's worker is killed after its hello, rank 0 not yet come: a rank
+    late to start, or ranks of different jobs meeting, no longer fail it), so Kubernetes
+    restarts it."""
     container = _rendered_shard_container(2)
     startup, liveness = (container[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe"))
     flags = ("--timeout", "5", "--stall-seconds", "300")
     with served_shard(tmp_path, 2, *flags) as (endpoint, health):
         assert (status(health, "/readyz"), status(health, startup)) == (503, 200)
-        errors: list = [None, None]
-        other = threading.Thread(target=_other_job_rank_one, args=(endpoint, errors))
-        net, sync = _rank_zero(endpoint, world_size=2, timeout=20)
-        try:
-            other.start()
-            with pytest.raises(SyncError, match="rank 1"):  # rank 1 runs another job
-                sync.setup(net.parameters())
-        finally:
-            sync.close()
-            other.join(timeout=30)
-        assert errors[1] is not None and "different jobs" in errors[1], errors
-        deadline = time.monotonic() + 10  # the loop's next turn, not the stall limit
+        with _rank_one_process(endpoint) as worker:
+            deadline = time.monotonic() + 20  # its hello answered: the shard follows its pid
+            while _bytes_out(health) == 0:
+                assert worker.poll() is None, "rank 1's worker ended before its hello"
+                assert time.monotonic() < deadline, "rank 1's hello was never answered"
+                time.sleep(0.05)
+            assert status(health, startup) == 200  # it waits for rank 0: healthy
+            worker.kill()
+        deadline = time.monotonic() + 10  # the loop's next look, not the stall limit
         while (answer := get(health, startup))[0] == 200:
             assert time.monotonic() < deadline, f"the job failed, {startup} still says {answer}"
             time.sleep(0.05)
         assert answer[0] == 503 and answer[1].startswith("failed: server 0, last step none yet")
+        assert "rank 1" in answer[1] and "ended without a bye" in answer[1], answer
         assert status(health, liveness) == 503 and status(health, "/readyz") == 503
 
 
-def _other_job_rank_one(endpoint: str, errors: list) -> None:
-    """Rank 1 of a job of another learning rate than :func:`_rank_zero`'s: its setup's error
-    into ``errors[1]``."""
-    set_seed(0)
-    net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
-    sync = PServerSync(
-        create_optimizer("sgd", lr=0.2), rank=1, world_size=2, pservers=[endpoint],
-        insecure=True, timeout=20,
+#: rank 1 of a job of :func:`_rank_zero`'s net, set up on the shard at ``argv[1]``
+_RANK_ONE = """\
+import sys
+from distconv.init import set_seed
+from distconv.models import lenet
+from distconv.optim import create_optimizer
+from distconv.sync.ps.client import PServerSync
+set_seed(0)
+net = lenet((1, 8, 8), 4, channels=(2, 3), hidden=8)
+sync = PServerSync(
+    create_optimizer("sgd", lr=0.1), rank=1, world_size=2, pservers=[sys.argv[1]],
+    insecure=True, timeout=20,
+)
+sync.setup(net.parameters())
+"""
+
+
+@contextlib.contextmanager
+def _rank_one_process(endpoint: str) -> Iterator[subprocess.Popen]:
+    """A process of rank 1 of 2 setting up on the shard at ``endpoint`` (waiting for rank 0
+    in its start-up gather); killed on leaving if it still runs."""
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _RANK_ONE, endpoint],
+        stderr=subprocess.DEVNULL, env=child_env(OMP_NUM_THREADS="1"),
     )  # fmt: skip
     try:
-        sync.setup(net.parameters())
-    except SyncError as exc:
-        errors[1] = str(exc)
+        yield worker
     finally:
-        sync.close()
+        worker.kill()
+        worker.wait(timeout=20)
+
+
+def _bytes_out(health: int) -> float:
+    """The bytes the shard with probes on ``health`` has sent (its /metrics)."""
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics", timeout=5).read()
+    (line,) = [x for x in metrics.decode().splitlines() if x.startswith("distconv_shard_bytes_out")]
+    return float(line.split()[-1])
 
 
 @pytest.mark.timeout(60)
