@@ -37,7 +37,7 @@ import zmq
 
 from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS
 from distconv.sync.ps.links import ends_of
-from distconv.sync.ps.processes import ProcessWatch
+from distconv.sync.ps.processes import WORKER_STOPPED, ProcessWatch
 from distconv.sync.ps.state import _Refused
 from distconv.sync.ps.wire import WireError
 
@@ -169,13 +169,23 @@ class DuplicateHellos:
             self._reply(held.ident, held.header, error=str(refused))
 
     def _claimed(self, rank: int) -> _Refused:
-        """The refusal of a newcomer's hello for ``rank``, naming the worker that holds it."""
+        """The refusal of a newcomer's hello for ``rank``, naming the worker that holds it: its
+        pid where this shard follows it, and the way out where its process is stopped (a
+        debugger, Ctrl-Z: silent, so the newcomer looks like its restart, which it is not)."""
         seen = self.last_seen.get(rank)
         ago = "" if seen is None else f", heard {time.monotonic() - seen:.1f} s ago"
+        held = f"(host {self._host(rank)}, {self._steps_of(rank)}{ago})"
+        pid = self.processes.pid(rank)
+        if pid is not None and self.processes.stopped(rank) is not None:
+            return _Refused(
+                f"rank {rank} is held by a stopped worker {held}: its process (pid {pid}, on "
+                f"this host) {WORKER_STOPPED}; let it go on (kill -CONT {pid}, or the "
+                f"debugger's continue), or end it (kill -9 {pid}) and start the rank again"
+            )
+        live = "" if pid is None else f"the live one is pid {pid} on this host; "
         return _Refused(
-            f"rank {rank} is held by a live worker (host {self._host(rank)}, "
-            f"{self._steps_of(rank)}{ago}): is this a second copy of its command? stop one of "
-            "them (a worker of another job needs shards of its own)"
+            f"rank {rank} is held by a live worker {held}: is this a second copy of its "
+            f"command? stop one of them ({live}a worker of another job needs shards of its own)"
         )
 
     def _check_timeouts(self, now: float) -> None:

@@ -83,6 +83,11 @@ class ProcessWatch:
         if not has_ended(stat, start):
             self._pids[key] = (pid, start)
 
+    def pid(self, key: int) -> int | None:
+        """The pid of ``key``'s followed process (one on this host), or None where none is."""
+        followed = self._pids.get(key)
+        return None if followed is None else followed[0]
+
     def stopped(self, key: int) -> int | None:
         """The pid of ``key``'s followed process where it is stopped now (state ``T``: SIGSTOP,
         Ctrl-Z; ``t``: a debugger's trace stop), which names why it went silent; None where it

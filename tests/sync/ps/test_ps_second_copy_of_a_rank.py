@@ -11,6 +11,7 @@ restarted is still a restart: ``test_ps_worker_restarted_alone.py``.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -85,9 +86,39 @@ def _assert_refused_beside_live_job(shards, tmp_path, host, newcomer, mode: str)
         assert _ended(copy, 60) == 1, log.read_text()[-3000:]
         said = log.read_text()
         assert HELD in said and "is this a second copy of its command? stop one" in said, said
+        if host is None:  # the shard follows the live worker's process: its pid is the way out
+            assert f"the live one is pid {procs[1].pid} on this host" in said, said
         assert all(p.poll() is None for p in procs), "the job ended before the newcomer's hello"
         statuses = [_ended(p, 90) for p in procs]
         assert statuses == [0, 0], [log.read_text()[-3000:] for log in logs]
         assert f"epoch {EPOCHS}/{EPOCHS}" in logs[0].read_text()
+        assert not job_left(env, 5)
+    assert "started again" not in shards.log_text()
+
+
+@pytest.mark.timeout(150)
+def test_a_newcomer_for_a_rank_whose_worker_is_stopped_is_told_to_resume_or_end_it(
+    shards, tmp_path
+):
+    """Rank 1's worker stopped (Ctrl-Z, a debugger) is silent, so its command started again
+    looks like its restart: the shard sees the process stopped, not ended. The newcomer is
+    refused naming that pid and the two ways out; once resumed, the job trains on."""
+    endpoints = shards.start(1, workers=2, extra=["--timeout", str(TIMEOUT)])
+    logs = [tmp_path / f"rank{r}.log" for r in range(2)]
+    with job_env(child_env(OMP_NUM_THREADS="1")) as env:
+        procs = [_train(endpoints, r, tmp_path / f"out{r}", env, logs[r]) for r in range(2)]
+        wait_while_running(lambda: "epoch 1/" in logs[0].read_text(), procs[0], "epoch 1", 60)
+        procs[1].send_signal(signal.SIGSTOP)
+        try:
+            log = tmp_path / "newcomer.log"
+            copy = _train(endpoints, 1, tmp_path / "copy", env, log)
+            assert _ended(copy, 60) == 1, log.read_text()[-3000:]
+        finally:
+            procs[1].send_signal(signal.SIGCONT)
+        said, pid = log.read_text(), procs[1].pid
+        assert "rank 1 is held by a stopped worker (host " in said, said
+        assert f"(pid {pid}, on this host) is stopped" in said, said
+        assert f"kill -CONT {pid}" in said and f"kill -9 {pid}" in said, said
+        assert [_ended(p, 90) for p in procs] == [0, 0], [x.read_text()[-3000:] for x in logs]
         assert not job_left(env, 5)
     assert "started again" not in shards.log_text()
