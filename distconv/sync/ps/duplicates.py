@@ -35,6 +35,7 @@ from typing import Any
 
 import zmq
 
+from distconv.messages import named
 from distconv.sync.ps.beats import BEATS_PER_TIMEOUT, INTERVAL_BOUNDS
 from distconv.sync.ps.links import ends_of
 from distconv.sync.ps.processes import WORKER_STOPPED, ProcessWatch
@@ -78,6 +79,7 @@ class DuplicateHellos:
 
     index: int
     config: Any
+    stats: Any
     processes: ProcessWatch
     failed: str | None
     requests: int
@@ -212,5 +214,9 @@ class DuplicateHellos:
         except (WireError, _Refused) as exc:
             log.warning("shard %d: a held hello refused: %s", self.index, exc)
             self._reply(held.ident, held.header, error=str(exc), **getattr(exc, "fields", {}))
+        except Exception as exc:  # as a request's (handlers.py): no bug takes the shard down
+            self.stats.errors += 1
+            log.exception("shard %d: rank %d's held hello failed", self.index, held.header["rank"])
+            self._reply(held.ident, held.header, error=f"shard error: {named(exc)}")
         finally:
             self._taking = None

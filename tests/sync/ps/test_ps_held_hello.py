@@ -59,3 +59,21 @@ def test_a_held_hello_is_the_rank_s_restart_once_its_worker_stays_silent(hand):
         dropped["error"] == f"{ENDED.replace('rank 2', 'rank 1')}; this worker's step 1 is dropped"
     )
     assert taken["op"] == "ok" and h.shard.run_of[1] == 21
+
+
+@pytest.mark.timeout(30)
+def test_a_held_hello_that_fails_unforeseen_is_answered_and_the_shard_serves_on(hand):
+    """A bug met in taking a held hello (here injected) is answered as a request's is, a
+    ``shard error``: it came out of the shard's timeout check and ended its loop, every job on
+    the shard with it."""
+    h = _training(hand)
+    assert _hello(h, 1, 21, "a restart") is None
+
+    def bug(*args):
+        raise KeyError("injected")
+
+    h.shard._op_hello = bug
+    h.shard._check_timeouts(time.monotonic() + heard_within(h.shard.config.timeout) + 1)
+    said = h.read()[0]
+    assert said["op"] == "error" and said["error"].startswith("shard error: KeyError"), said
+    assert h.shard.stats.errors == 1 and not h.shard.failed and 1 not in h.shard.held_hellos
