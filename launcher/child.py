@@ -112,7 +112,9 @@ class Child(ChildOutput):
             ) from None
         if (marker := attempt_marker(spec.env)) is not None:  # where this attempt's lines begin
             with contextlib.suppress(OSError):  # a full disk: its first line's write says it
-                self.log.write(marker)
+                # as the output gives a line: a JSON object under --log-format json, whose
+                # worker logs a collector parses line by line
+                self.log.write(marker if render is None else render(marker))
         self._log_writes = ChildLog(self.log, log_path, spec.name, say)
         self._writes = PumpWrites(self._waits, self._log_writes)  # both: do they hold it up
         try:

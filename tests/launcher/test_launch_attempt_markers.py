@@ -5,6 +5,7 @@ attempt. Real launches of a real worker program; the marker's words as the docs 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -57,3 +58,28 @@ def test_each_attempt_and_each_launch_begins_its_lines_with_a_marker(tmp_path):
         f"restart {restart} of launch {token}" for token in (first, second) for restart in (0, 1)
     ], lines
     assert logged(log).decode().splitlines() == lines[1::2]
+
+
+@pytest.mark.timeout(60)
+def test_under_json_the_marker_is_a_json_line_like_the_worker_s(tmp_path):
+    """A collector parsing a worker's log under ``--log-format json`` line by line met the
+    marker as text: it is a JSON object there, its words the ``message``."""
+    done = launch(
+        "local", "--workers", "1", "--servers", "0", "--run-dir", "run", "--job-id", "j", "--",
+        "--epochs", "1", "--data", "mnist", "--data-dir", str(tmp_path / "none"),
+        "--log-format", "json", cwd=tmp_path, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # its data is not there: one attempt
+    lines = (tmp_path / "run" / "logs" / "worker-0.log").read_text().splitlines()
+    objects = [json.loads(line) for line in lines]  # each line JSON
+    marker = objects[0]
+    assert re.fullmatch(
+        r"--- new launch \S+ of job j: attempt 1, started \S+Z ---", marker["message"]
+    )
+    assert (marker["role"], marker["rank"], marker["job_id"], marker["restart"]) == (
+        "worker",
+        0,
+        "j",
+        0,
+    )
+    assert objects[-1]["level"] == "error", objects  # the worker's own last line follows it
