@@ -320,8 +320,9 @@ class Child(ChildOutput):
         code, cause = (self.poll(), None) if reader is None else reader.read(read, self.poll())
         peers = [(o.spec.role, list(o.tail)) for o in others]
         cause = told(cause, self.spec.role, self.spec.rank, read, peers)
-        job_id = (self.spec.env or {}).get("DISTCONV_JOB_ID")
-        if (held := held_by_another_job([*read[-1:], cause or ""], job_id)) is not None:
+        env = self.spec.env or {}
+        job_id, launch = env.get("DISTCONV_JOB_ID"), env.get("DISTCONV_LAUNCH")
+        if (held := held_by_another_job([*read[-1:], cause or ""], job_id, launch)) is not None:
             cause = held if cause is None else f"{cause}; {held}"  # restarted never (its words)
         number = -code if code is not None and code < 0 else None
         return Failure(

@@ -4,6 +4,8 @@ from the refusal's own words (``distconv.run_holder.in_use_refusal``) with real 
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +38,42 @@ def below() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
+
+
+#: ``python -c ORPHAN``: starts a sleeper in a session of its own, says its pid and ends, so
+#: the sleeper is init's (or a subreaper's): no process below the test, as an MPI rank of an
+#: attempt before is none below the launcher once its ``mpiexec`` ended
+ORPHAN = (
+    "import subprocess, sys; "
+    "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], "
+    "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+    "print(p.pid)"
+)
+
+
+@pytest.fixture
+def orphan_of_launch() -> Iterator[int]:
+    """The pid of a live process, no descendant of this one, started with
+    ``DISTCONV_LAUNCH=tok-b`` in its environment."""
+    env = {**os.environ, "DISTCONV_LAUNCH": "tok-b"}
+    said = subprocess.run(
+        [sys.executable, "-c", ORPHAN], env=env, capture_output=True, text=True, timeout=30
+    )
+    pid = int(said.stdout)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_an_orphaned_process_of_this_launch_is_its_own_though_the_claim_names_another_job(
+    orphan_of_launch,
+):
+    # a run begun by job a, resumed by launch tok-b of job b: its rank of the attempt before,
+    # still holding the lock, is this launch's, and the refusal is restarted
+    refusal = _refusal(orphan_of_launch, job="a")
+    assert held_by_another_job([refusal], "b", "tok-b") is None
+    assert held_by_another_job([refusal], "b", "tok-c") is not None  # another launch's
 
 
 def test_another_process_s_hold_ends_the_job_as_every_attempt_would_meet_it():
