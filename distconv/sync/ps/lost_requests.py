@@ -18,6 +18,11 @@ it started after this worker's hello ...: restart the job from its newest checkp
 docs/protocol.md). A refusal ends the wait at once, as if it answered the request itself. An
 empty answer leaves the wait as it was (a network cut: the request may be lost all the same),
 and a wait given up says that the connection dropped and came back, not to raise ``--timeout``.
+
+Only once this worker's setup completed: before, a live shard not seeded yet refuses the pull
+as well (``worker 0 seeds it during setup``), and that refusal ended a setup whose connection
+had only dropped (the network, a proxy at the shard's address before the shard was up) in words
+that named neither the drop nor a way out. A wait of the setup still says the drop, giving up.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class LostRequests:
     _send: Callable[..., int]
     _drop_replies: Callable[[set[int]], None]
     _error_reply: Callable[[int, str, dict[str, Any]], SyncError]
+    #: whether a setup of this worker completed (every shard was seeded)
+    _set_up: bool = False
 
     def _watch_drops(self) -> None:
         """Start afresh with a new handshake watch (its drop counts start at 0)."""
@@ -56,8 +63,8 @@ class LostRequests:
         self._asked_at_drop: dict[int, int] = {}
         #: the current wait's requests asking again, by id -> shard
         self._asking: dict[int, int] = {}
-        #: the shards the current wait asked again
-        self._asked_in_wait: set[int] = set()
+        #: the shards whose connection came back in the current wait (asked again once set up)
+        self._back_in_wait: set[int] = set()
 
     def _ask_again_if_lost(self, awaited: Iterable[int], what: str) -> None:
         """Ask again each shard whose connection came back after a drop that may have taken one
@@ -73,8 +80,9 @@ class LostRequests:
         for shard, rid in oldest.items():
             if self._lost_in_drop(shard, rid):
                 self._asked_at_drop[shard] = self._handshakes.drops[shard]
-                self._asked_in_wait.add(shard)
-                self._asking[self._send(shard, ASK_AGAIN)] = shard
+                self._back_in_wait.add(shard)
+                if self._set_up:  # before, an unseeded shard refuses it as well: see above
+                    self._asking[self._send(shard, ASK_AGAIN)] = shard
 
     def _lost_in_drop(self, shard: int, rid: int) -> bool:
         """Whether request ``rid`` of ``shard`` may have been lost with a connection that
@@ -101,11 +109,12 @@ class LostRequests:
                     raise self._error_reply(shard, what, header)
 
     def _came_back_hint(self, shards: Iterable[int]) -> str:
-        """:data:`CAME_BACK` where the current wait asked one of ``shards`` again, else ''."""
-        return CAME_BACK if self._asked_in_wait & set(shards) else ""
+        """:data:`CAME_BACK` where the connection of one of ``shards`` came back in the current
+        wait, after a drop that may have taken a request it awaits; else ''."""
+        return CAME_BACK if self._back_in_wait & set(shards) else ""
 
     def _end_asking(self) -> None:
         """At a wait's end: its requests asking again are awaited no more."""
         self._drop_replies(set(self._asking))
         self._asking.clear()
-        self._asked_in_wait.clear()
+        self._back_in_wait.clear()

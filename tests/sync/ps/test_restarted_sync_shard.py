@@ -116,3 +116,27 @@ def test_a_step_whose_connection_dropped_says_so_when_it_gives_up(shards, monkey
         f"rank 0: no answer to step 2 from pserver shard(s) 0 ({relay.endpoint})"
     )
     assert said.endswith(f"(1.5 x --timeout 2 s){CAME_BACK}"), said  # no other cause
+
+
+@pytest.mark.timeout(120)
+def test_a_connection_dropped_during_the_setup_is_no_restart(shards, monkeypatch):
+    """The network cut rank 0's connection while the shard held its job check for rank 1,
+    late, before rank 0 seeded the shard. Asked again then, the live shard refused the pull as
+    any shard not seeded yet does ("worker 0 seeds it during setup"), and rank 0 stopped on
+    those words, which named neither the drop nor a way out. Before its setup completed a
+    worker asks no shard again; giving up, it says that the connection dropped and came
+    back."""
+    endpoint = start_elsewhere(shards, monkeypatch)
+    with relay_to(endpoint) as relay:
+        sync = insecure_worker([relay.endpoint], 0, 2, timeout=2.0)
+        try:
+            cut = threading.Timer(1.0, relay.cut)  # rank 0's job check waits for rank 1
+            cut.start()
+            with pytest.raises(SyncError) as stopped:
+                sync.setup(small_net().parameters())
+            cut.join()
+        finally:
+            sync.close()
+    said = str(stopped.value)
+    assert said.startswith("rank 0: no answer to ") and "not seeded" not in said, said
+    assert said.endswith(f"(1.5 x --timeout 2 s){CAME_BACK}"), said
