@@ -56,7 +56,8 @@ def bound_address(given: str, bound: str, port: int) -> BoundAddress:
         return BoundAddress(join_endpoint(bound, port))
     address = _ip(bound)
     if _ip(given) is None and address is not None and address.is_loopback:
-        others = ", ".join(interface_addresses(ipv6=False))
+        # either family: an IPv6-only host's name (::1) has no IPv4 address to offer instead
+        others = ", ".join(join_endpoint(a, port) for a in interface_addresses(ipv6=True))
         instead = f"; bind one of this host's addresses instead ({others})" if others else ""
         warning = (
             f"--bind {given} resolves to {bound}: loopback only: workers on other hosts "

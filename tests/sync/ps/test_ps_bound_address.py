@@ -73,3 +73,15 @@ def test_the_ipv6_wildcard_names_ipv4_and_global_ipv6_addresses():
     for address in interface_addresses(ipv6=True):
         assert join_endpoint(address, 5555) in reach, reach
     assert "fe80" not in reach and "[::1]" not in reach, reach
+
+
+def test_a_name_that_is_ipv6_loopback_offers_the_hosts_addresses_of_both_families():
+    """``--bind ip6-localhost`` (``::1``), on an IPv6-only host: the way out named only IPv4
+    addresses, none there; each offered is one ``--bind`` takes as written."""
+    ipv6 = [a for a in interface_addresses(ipv6=True) if ":" in a]
+    if not ipv6:
+        pytest.skip("this host has no global IPv6 address")
+    warning = bound_address("ip6-localhost", "::1", 47100).warning
+    assert warning.startswith(f"--bind ip6-localhost resolves to ::1: {LOOPBACK_ONLY}"), warning
+    for address in interface_addresses(ipv6=True):
+        assert join_endpoint(address, 47100) in warning, warning
