@@ -153,6 +153,9 @@ class ShardChannel(ReplyIntake, BulkRuns, ShardTimeouts, GoneShards, LostRequest
         (None when it has no array frame). ``patience``: see :meth:`_send_frames`."""
         if self._gone:  # its answer would never come: not a second wait of the whole limit
             self._refuse_gone([shard], request_words(header))
+        if self._handshakes is not None:  # a drop read now took the requests before, not this
+            self._refuse_handshake(self._handshakes.monitor(shard))
+            self._note_drops(shard)
         rid = self._next_id
         self._next_id += 1
         head = {**header, "id": rid, "job": self.job_id, "rank": self.rank, "run": self._run}

@@ -84,6 +84,15 @@ class LostRequests:
                 if self._set_up:  # before, an unseeded shard refuses it as well: see above
                     self._asking[self._send(shard, ASK_AGAIN)] = shard
 
+    def _note_drops(self, shard: int) -> None:
+        """Before a request to ``shard`` is sent, its monitor just read: a drop read now took
+        the requests sent before, not this one (it waits in ZeroMQ's queue for the connection
+        to come back). A drop read only by a later wait, the worker idle meanwhile, made every
+        request that wait awaits look lost."""
+        drops = self._handshakes.drops[shard]
+        if drops and self._drops_noted.get(shard, (0, 0))[0] != drops:
+            self._drops_noted[shard] = (drops, self._next_id)
+
     def _lost_in_drop(self, shard: int, rid: int) -> bool:
         """Whether request ``rid`` of ``shard`` may have been lost with a connection that
         dropped, which has come back since, and the shard was not asked again for that drop."""
@@ -91,11 +100,8 @@ class LostRequests:
         drops = watch.drops[shard]
         if not drops or self._asked_at_drop.get(shard) == drops:
             return False
-        noted, sent_after = self._drops_noted.get(shard, (0, 0))
-        if noted != drops:  # read since: every request sent so far may have been in it
-            sent_after = self._next_id
-            self._drops_noted[shard] = (drops, sent_after)
-        return rid < sent_after and watch.came_back(shard)
+        self._note_drops(shard)  # read since the latest send: every request so far may be lost
+        return rid < self._drops_noted[shard][1] and watch.came_back(shard)
 
     def _take_answers_to_asking(self, what: str) -> None:
         """Take the answers to asking again that came: an empty one is forgotten; a refusal

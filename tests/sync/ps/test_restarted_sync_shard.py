@@ -140,3 +140,33 @@ def test_a_connection_dropped_during_the_setup_is_no_restart(shards, monkeypatch
     said = str(stopped.value)
     assert said.startswith("rank 0: no answer to ") and "not seeded" not in said, said
     assert said.endswith(f"(1.5 x --timeout 2 s){CAME_BACK}"), said
+
+
+@pytest.mark.timeout(120)
+def test_a_step_sent_after_the_connection_came_back_is_not_said_lost(shards, monkeypatch):
+    """The network cut rank 0's connection while it sent nothing, and ZeroMQ connected again;
+    rank 0's next step went into the new connection and was held by the shard for rank 1's,
+    which never came. The worker read the drop only in that step's wait, took the step's push
+    for one lost with the old connection, and said so, giving up ("no --timeout brings its
+    answer"), when the shard held it for a worker: the words name that wait instead."""
+    endpoint = start_elsewhere(shards, monkeypatch)
+    nets = [small_net(), small_net()]
+    with relay_to(endpoint) as relay:
+        at = [relay.endpoint, endpoint]
+        syncs = [insecure_worker([at[r]], r, 2, timeout=2.0) for r in range(2)]
+        data = batches(2, 8)
+        try:
+            run_ranks(lambda r: syncs[r].setup(nets[r].parameters()), 2)
+            run_ranks(lambda r: train_steps(nets[r], syncs[r], data[:1], r, 2), 2)
+            assert relay.cut() == 1
+            time.sleep(1.0)  # ZeroMQ connects again through the relay
+            with pytest.raises(SyncError) as gave_up:
+                train_steps(nets[0], syncs[0], data[1:], 0, 2)
+        finally:
+            for sync in syncs:
+                sync.close()
+    said = str(gave_up.value)
+    assert said.startswith(
+        f"rank 0: no answer to step 2 from pserver shard(s) 0 ({relay.endpoint})"
+    )
+    assert CAME_BACK not in said, said
