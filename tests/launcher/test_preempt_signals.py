@@ -5,7 +5,8 @@ the launcher did not send, as a preemption agent or an operator's ``kill`` of on
   worker whose line says the signal was its own (not whichever exited first), and says how
   to go on; under ``distconv-launch mpi`` (one ``mpiexec``), the report names the rank.
 - The launcher's SIGKILL: the children stop on the kernel's SIGTERM, and, their output's
-  reader gone, write the lines of their stop into their logs themselves.
+  reader gone, write the lines of their stop into their logs themselves, saying the launcher
+  ended; the launcher's own SIGTERM stops them with no such words.
 - The shard's SIGTERM alone: it drains and asks the workers for their checkpointed stop,
   which the launcher reports as such, with the way on. A shard whose drain ended with workers
   still in (of an older release, which ignore the ask) fails the attempt once they fail
@@ -229,3 +230,24 @@ def test_a_killed_launchers_workers_write_their_stop_into_their_logs(tmp_path):
     for name in ("worker-0", "worker-1"):
         said = log(tmp_path, name)
         assert re.search(ended, said, re.M), said[-2000:]
+
+
+@pytest.mark.timeout(150)
+def test_a_launchers_own_sigterm_leaves_the_stop_line_at_its_step(tmp_path):
+    """A scheduler's SIGTERM to the launcher: it stops its workers, alive, and their stop line
+    ends at the step, as any scheduler's stop does; '(the launcher, pid P, ended)' is for a
+    launcher that died (above)."""
+    with job_env(ENV) as env:
+        launcher = launch(tmp_path, env, 100000)
+        try:
+            trained_epoch_1(tmp_path, launcher)
+            launcher.send_signal(signal.SIGTERM)
+            status, err = ended(launcher, tmp_path)
+        finally:
+            launcher.kill()
+            launcher.wait()
+    assert status == 143, err[-3000:]
+    for name in ("worker-0", "worker-1"):
+        said = log(tmp_path, name)
+        assert re.search(r"stopped by SIGTERM after step \d+$", said, re.M), said[-2000:]
+        assert "ended)" not in said, said[-2000:]
