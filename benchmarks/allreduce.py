@@ -86,9 +86,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-# one BLAS thread per rank, before numpy is imported; one kernel thread too, as the simulated
-# compute has: the communication thread's automatic choice then sees the cores it leaves free
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DISTCONV_NUM_THREADS"):
+# one BLAS thread per rank, before numpy is imported. No DISTCONV_NUM_THREADS: the MPI rows
+# run no distconv kernels, and a count set by hand is read as the job's share of the host (the
+# cores above it another job's), not as the cores the simulated compute leaves free; the rows
+# get the choice of a job that sets none, which on a host of more cores than ranks takes the
+# cores for the kernels' and runs no thread (``auto``), as with a count set by hand. The CNN's
+# jobs, which run the kernels, set theirs (ONE_THREAD)
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402

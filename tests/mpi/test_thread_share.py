@@ -4,12 +4,16 @@ as docs/operations.md tells jobs that share a host to set it)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from distconv.cores import LOCAL_SIZE_VARS
 from distconv.sync.mpi.comm import POLL_SECONDS, NodeShare, SingleRankComm, want_thread
+from tests.child_env import child_path
 from tests.mpi.common import mpi_env, mpiexec
 from tests.processes import run_job
 
@@ -40,7 +44,7 @@ def _choice(share: NodeShare, requested: bool | None, on_gpu: bool) -> float | N
         # a count by hand that fills the host decides as nothing set would
         (NodeShare(16, 2, 8, by_hand=True), None, False, None),
         (NodeShare(16, 2, 8, by_hand=True), True, False, POLL_SECONDS),
-        # benchmarks/allreduce.py's runs (1 thread each) on 2 cores: as before, no thread
+        # benchmarks/allreduce.py's CNN runs (1 thread each) on 2 cores: as before, no thread
         # left to choose, a forced one polls
         (NodeShare(2, 2, 1, by_hand=True), None, False, None),
         (NodeShare(2, 2, 1, by_hand=True), True, False, POLL_SECONDS),
@@ -91,3 +95,22 @@ def test_two_ranks_with_threads_set_by_hand_say_they_run_no_spinning_thread(tmp_
     for line in said:
         assert "communication thread: none (" in line, line
         assert "kernel threads 1 each (set by hand)" in line, line
+
+
+#: the benchmark whose MPI rows measure the sync's own choice
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "allreduce.py"
+
+
+def test_the_allreduce_benchmark_sets_no_share_for_its_mpi_rows():
+    """benchmarks/allreduce.py's MPI rows (``auto``: the sync's choice) run no distconv kernels:
+    a ``DISTCONV_NUM_THREADS`` it set at import would be read as their job's share of the host,
+    and a 1-rank sync's choice on 2 cores (``free_step_local``) would change with it; its CNN
+    jobs, which run the kernels, still set one thread each."""
+    show = "import os, runpy, sys; m = runpy.run_path(sys.argv[1]); "
+    show += "print(os.environ.get('DISTCONV_NUM_THREADS'), m['ONE_THREAD']['DISTCONV_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "DISTCONV_NUM_THREADS"}
+    env["PYTHONPATH"] = child_path()
+    argv = [sys.executable, "-c", show, str(BENCH)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["None", "1"], done.stdout
