@@ -18,6 +18,10 @@ pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 
 #: what MPICH's Hydra writes for its ranks, and removes unless a rank aborted
 HWLOC_FILES = "hydra_hwloc_xmlfile_*"
+#: how many times a job is run for a window in which no other job left a Hydra file: on a
+#: shared host other jobs' aborts leave some every few seconds, and ``/tmp`` holds no mark of
+#: whose each is; a job that aborts leaves one in every run
+WINDOWS = 3
 
 
 def new_hwloc_files(before: set[Path], since: float) -> list[Path]:
@@ -41,14 +45,21 @@ def train(*args: str) -> list[str]:
 
 @pytest.mark.parametrize("runner", [[], ["-m", "mpi4py"]], ids=["plain", "mpi4py"])
 def test_a_usage_error_on_every_rank_finalizes_and_exits_2(runner):
-    before, since = set(Path("/tmp").glob(HWLOC_FILES)), time.time()
+    """Run up to :data:`WINDOWS` times: one run after which no new Hydra file is left shows
+    this job leaves none (another job's, written meanwhile, is not told from its own)."""
     command = [sys.executable, *runner, "-m", "distconv", "train", "--lr", "-1"]
-    proc = run_mpi(["-n", "2", *command], timeout=60)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert proc.stderr.count("usage: distconv train") == 2, proc.stderr[-3000:]
-    assert "argument --lr: must lie in (0.0, inf), got -1" in proc.stderr
-    assert "MPI_Abort" not in proc.stderr
-    assert new_hwloc_files(before, since) == []
+    left: list[list[Path]] = []
+    for _ in range(WINDOWS):
+        before, since = set(Path("/tmp").glob(HWLOC_FILES)), time.time()
+        proc = run_mpi(["-n", "2", *command], timeout=60)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert proc.stderr.count("usage: distconv train") == 2, proc.stderr[-3000:]
+        assert "argument --lr: must lie in (0.0, inf), got -1" in proc.stderr
+        assert "MPI_Abort" not in proc.stderr
+        left.append(new_hwloc_files(before, since))
+        if not left[-1]:
+            break
+    assert [] in left, left
 
 
 def test_a_usage_error_on_one_rank_alone_aborts_the_job(tmp_path):
