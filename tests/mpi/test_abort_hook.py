@@ -501,8 +501,8 @@ class _TwoRanks:
     "kernel_threads, on_gpu, expected",
     [
         ("2", False, None),  # 2 ranks x 2 kernel threads fill the 4 cores: no thread
-        ("1", False, None),  # set by hand: 2 x 1 is the job's share; the other 2 are not its
-        ("2", True, 0.0),  # GPU gradients: the kernel threads do not compute
+        ("1", False, comm_mod.POLL_SECONDS),  # set by hand: a thread that polls, never spins
+        ("2", True, comm_mod.POLL_SECONDS),  # GPU gradients (kernels idle), set by hand
         (None, False, None),  # unset: the 4 cores shared by mpiexec's 2 ranks, 2 each
     ],
 )
@@ -528,9 +528,10 @@ def test_the_thread_counts_the_ranks_kernel_threads_as_busy_cores(
     [
         (5, None, False, comm_mod.POLL_SECONDS),  # 2 kernel threads each, 1 core left for 2
         (7, None, False, comm_mod.POLL_SECONDS),  # ranks' threads: no spinning
-        (6, "2", False, None),  # set by hand: the job's 4 cores are busy, the other 2 not its
-        (4, "1", False, None),
-        (4, "8", True, 0.0),  # GPU: each rank busy on one core, two left
+        (6, "2", False, comm_mod.POLL_SECONDS),  # set by hand: the 2 cores left may be
+        (4, "1", False, comm_mod.POLL_SECONDS),  # another job's: a thread that never spins
+        (4, "8", True, comm_mod.POLL_SECONDS),  # GPU, set by hand: polls
+        (4, None, True, 0.0),  # GPU: each rank busy on one core, two left
         (3, "1", True, comm_mod.POLL_SECONDS),
     ],
 )

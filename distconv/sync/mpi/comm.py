@@ -178,7 +178,7 @@ def thread_poll_seconds(
     """
     share = NodeShare.here(comm, mpi)
     busy = share.busy(on_gpu)
-    wanted = want_thread(requested, comm.Get_size(), on_gpu, share.cores, busy, mpi)
+    wanted = want_thread(requested, comm.Get_size(), on_gpu, share.usable, busy, mpi)
     without = np.array([0.0 if wanted else 1.0])
     comm.Allreduce(mpi.IN_PLACE if mpi else None, without, mpi.SUM if mpi else None)
     seconds = None
@@ -218,32 +218,27 @@ class NodeShare:
         by_hand = bool(os.environ.get(THREADS_VAR))  # num_threads reads "" as unset too
         return cls(usable_cores(), ranks_on_node(comm, mpi), num_threads(), by_hand)
 
-    @property
-    def cores(self) -> int:
-        """The job's cores here: the usable ones, but no more than the ranks' kernel threads
-        where those were set by hand. The docs tell jobs that share a host to set them so
-        that their sums fit its cores: the cores above this job's sum are another job's, and
-        a thread spinning in ``MPI_Wait`` there would take them from it."""
-        if self.by_hand:
-            return min(self.usable, self.ranks * self.threads)
-        return self.usable
-
     def busy(self, on_gpu: bool) -> int:
         """The job's cores that compute: each rank's kernel threads, or one per rank whose
         gradients are on a GPU (its kernel threads do not compute)."""
         return self.ranks * (1 if on_gpu else self.threads)
 
     def poll(self, on_gpu: bool) -> float:
-        """0 (wait in ``MPI_Wait``, which spins) where the job's cores hold one for each
+        """0 (wait in ``MPI_Wait``, which spins) where the usable cores hold one for each
         rank's thread beside those that compute, else :data:`POLL_SECONDS`: no spinning
-        thread takes a core the kernels, or another job, compute on."""
-        return 0.0 if self.cores - self.busy(on_gpu) >= self.ranks else POLL_SECONDS
+        thread takes a core the kernels compute on. Where the kernel threads were set by hand
+        it always polls: the docs tell jobs that share a host to set them so that their sums
+        fit its cores, and the cores above this job's may be another job's, which a thread
+        spinning there would take (the thread still overlaps, sleeping between its tests)."""
+        if self.by_hand:
+            return POLL_SECONDS
+        return 0.0 if self.usable - self.busy(on_gpu) >= self.ranks else POLL_SECONDS
 
     def describe(self, on_gpu: bool) -> str:
         """The numbers behind the choice, for its debug line."""
         how = "set by hand" if self.by_hand else "from the cores"
         return (
-            f"usable cores {self.usable}, the job's {self.cores}, busy {self.busy(on_gpu)}; "
+            f"usable cores {self.usable}, busy {self.busy(on_gpu)}; "
             f"ranks on this node {self.ranks}, kernel threads {self.threads} each ({how})"
         )
 
