@@ -142,6 +142,26 @@ def test_a_worker_signalled_a_second_after_its_shard_still_checkpoints(shards, t
     assert (tmp_path / "train" / "checkpoints" / f"step-{step:08d}.json").exists()
 
 
+@pytest.mark.timeout(120)
+def test_a_sigterm_after_the_stop_line_still_ends_the_worker_with_the_stops_143(shards, tmp_path):
+    """The shard's ask stops a worker of this release within a step; its pod's own SIGTERM,
+    coming as it winds down after its stop line, killed it by the signal (-15), the default
+    handler back once the fit returned."""
+    worker = training_worker(shards, tmp_path)
+    said = []
+    try:
+        shards.procs[0].send_signal(signal.SIGTERM)
+        for line in worker.stdout:
+            said.append(line)
+            if "stopped after step" in line:
+                worker.send_signal(signal.SIGTERM)
+                break
+        said.append(worker.communicate(timeout=60)[0])
+    finally:
+        worker.kill()
+    assert worker.returncode == 143, "".join(said)[-3000:]
+
+
 def test_the_drain_outlasts_a_signalled_workers_steps_to_its_stop():
     from distconv.trainer import STOP_CHECK_EVERY
 
