@@ -92,13 +92,9 @@ class ProcessWatch:
         """The pid of ``key``'s followed process where it is stopped now (state ``T``: SIGSTOP,
         Ctrl-Z; ``t``: a debugger's trace stop), which names why it went silent; None where it
         runs, has ended, is not followed or cannot be read."""
-        if key not in self._pids:
+        if (read := self._read(key)) is None:
             return None
-        pid, start = self._pids[key]
-        try:
-            stat = process_stat(pid)
-        except OSError:  # not readable now: no news
-            return None
+        pid, start, stat = read
         if has_ended(stat, start) or stat[0] not in STOPPED_STATES:
             return None
         return pid
@@ -106,16 +102,23 @@ class ProcessWatch:
     def alive(self, key: int) -> bool | None:
         """Whether ``key``'s followed process runs now (True: stopped too) or has ended (False),
         looked up at once; None where it is not followed or cannot be read now."""
+        if (read := self._read(key)) is None:
+            return None
+        pid, start, stat = read
+        if stat is None and is_there(pid):  # hidden since it was tracked: no news either
+            return None
+        return not has_ended(stat, start)
+
+    def _read(self, key: int) -> tuple[int, Any, Any] | None:
+        """``key``'s followed pid, its start and its stat now; None where it is not followed
+        or cannot be read now (no news)."""
         if key not in self._pids:
             return None
         pid, start = self._pids[key]
         try:
-            stat = process_stat(pid)
-        except OSError:  # not readable now: no news
+            return pid, start, process_stat(pid)
+        except OSError:
             return None
-        if stat is None and is_there(pid):  # hidden since it was tracked: no news either
-            return None
-        return not has_ended(stat, start)
 
     def forget(self, key: int) -> None:
         """Stop following ``key`` (a rank that said bye, or was lost)."""

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_ps_drain import exits_within
 
 from tests.child_env import child_env
 from tests.launcher.launch_cli import wait_while_running
@@ -40,13 +41,6 @@ def _train(endpoints, rank: int, out: Path, env, log: Path, *extra: str, host: s
     env = {**env, "HOSTNAME": host} if host else env
     with open(log, "w") as err:
         return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
-
-
-def _ended(proc: subprocess.Popen, seconds: float) -> int | None:
-    try:
-        return proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return None
 
 
 @pytest.mark.timeout(150)
@@ -83,13 +77,13 @@ def _assert_refused_beside_live_job(shards, tmp_path, host, newcomer, mode: str)
         copy = _train(
             endpoints, 1, tmp_path / "copy", env, log, *newcomer, host=host and f"{host}-1"
         )
-        assert _ended(copy, 60) == 1, log.read_text()[-3000:]
+        assert exits_within(copy, 60) == 1, log.read_text()[-3000:]
         said = log.read_text()
         assert HELD in said and "is this a second copy of its command? stop one" in said, said
         if host is None:  # the shard follows the live worker's process: its pid is the way out
             assert f"the live one is pid {procs[1].pid} on this host" in said, said
         assert all(p.poll() is None for p in procs), "the job ended before the newcomer's hello"
-        statuses = [_ended(p, 90) for p in procs]
+        statuses = [exits_within(p, 90) for p in procs]
         assert statuses == [0, 0], [log.read_text()[-3000:] for log in logs]
         assert f"epoch {EPOCHS}/{EPOCHS}" in logs[0].read_text()
         assert not job_left(env, 5)
@@ -112,13 +106,13 @@ def test_a_newcomer_for_a_rank_whose_worker_is_stopped_is_told_to_resume_or_end_
         try:
             log = tmp_path / "newcomer.log"
             copy = _train(endpoints, 1, tmp_path / "copy", env, log)
-            assert _ended(copy, 60) == 1, log.read_text()[-3000:]
+            assert exits_within(copy, 60) == 1, log.read_text()[-3000:]
         finally:
             procs[1].send_signal(signal.SIGCONT)
         said, pid = log.read_text(), procs[1].pid
         assert "rank 1 is held by a stopped worker (host " in said, said
         assert f"(pid {pid}, on this host) is stopped" in said, said
         assert f"kill -CONT {pid}" in said and f"kill -9 {pid}" in said, said
-        assert [_ended(p, 90) for p in procs] == [0, 0], [x.read_text()[-3000:] for x in logs]
+        assert [exits_within(p, 90) for p in procs] == [0, 0], [x.read_text()[-3000:] for x in logs]
         assert not job_left(env, 5)
     assert "started again" not in shards.log_text()

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_ps_drain import exits_within
 
 from distconv.sync.peers import PEER_FAILED_STATUS
 from tests.child_env import child_env
@@ -45,13 +46,6 @@ def _worker(endpoints, rank, world, out: Path, env, log: Path, *extra) -> subpro
         )
 
 
-def _ended(proc: subprocess.Popen, seconds: float) -> int | None:
-    try:
-        return proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return None
-
-
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_worker_restarted_alone_stops_the_others_at_once_and_is_taken_in(shards, tmp_path, mode):
@@ -71,7 +65,7 @@ def test_a_worker_restarted_alone_stops_the_others_at_once_and_is_taken_in(shard
         procs[2] = _worker(endpoints, 2, 3, tmp_path / "out2-again", env, again)
         killed = time.monotonic()
         for r in (0, 1):
-            status = _ended(procs[r], TOLD_WITHIN + killed - time.monotonic())
+            status = exits_within(procs[r], TOLD_WITHIN + killed - time.monotonic())
             text = logs[r].read_text()
             assert status == PEER_FAILED_STATUS, f"rank {r}: {status}: {text[-3000:]}"
             assert "rank 2 started again" in text, text[-3000:]
@@ -81,7 +75,7 @@ def test_a_worker_restarted_alone_stops_the_others_at_once_and_is_taken_in(shard
         logs = [tmp_path / f"rank{r}-again.log" for r in (0, 1)] + [again]
         for r in (0, 1):
             procs[r] = _worker(endpoints, r, 3, outs[r], env, logs[r], "--resume", "auto")
-        statuses = [_ended(p, 90) for p in procs]
+        statuses = [exits_within(p, 90) for p in procs]
         assert statuses == [0, 0, 0], [log.read_text()[-2000:] for log in logs]
         # the first epoch's checkpoint (384 examples, 24 a step): the kill cut the second short
         assert "at step 16, after epoch 1," in logs[0].read_text()
