@@ -105,13 +105,15 @@ def check_array(
 
     entries = [lambda k=k: at(k) for k in flat]
     checks = [*entries, along] if elements_first else [along, *entries]
-    kinks: list[KinkHere] = []  # refused at a kink: a wrong gradient elsewhere is named first
+    # the first refusal at a kink (a wrong gradient elsewhere is named before it), kept alone:
+    # each one's traceback holds its frames' arrays, and 256 of a 1e6-entry array's took 6 GB
+    kinks: list[KinkHere] = []
 
     def judged(check: Callable[[], float]) -> float:
         try:
             return check()
         except KinkHere as exc:
-            kinks.append(exc)
+            kinks[:] = kinks or [exc]
             return 0.0
 
     worst = max(judged(check) for check in checks)
