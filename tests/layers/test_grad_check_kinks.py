@@ -169,6 +169,14 @@ def test_a_refusal_says_how_many_entries_were_judged_alone(shape, said):
         check_layer_grad(Activation("relu"), _zeros(shape))
 
 
+def test_elements_past_the_entries_judged_alone_add_none_before_a_refusal():
+    """300 entries drawn are more than a refusal judges alone: none is added (a count below
+    zero cut the array's other entries short of their last 44, and judged 956 of 1000)."""
+    said = r"\(300 of its 1000 entries judged alone: none off; the others are not judged\)$"
+    with pytest.raises(KinkHere, match=said):
+        check_layer_grad(Activation("relu"), _zeros((1, 1000)), elements=300)
+
+
 def test_the_entries_judged_alone_keep_no_arrays_of_their_refusals():
     """Each entry's refusal held its frames' arrays in its traceback: 256 of them kept for a
     1e6-entry ReLU input took 6 GB. The check's peak stays within a few dozen of the array."""
