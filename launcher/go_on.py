@@ -127,6 +127,11 @@ DIVERGED_GO_ON = (
     "divergence: the same command with another --job-id (or --run-dir), and --init-from PATH "
     "and the lower --lr after -- (--resume with another --lr is refused), or start afresh"
 )
+#: the same where the train arguments name their own ``--out``: the new run's must be another,
+#: as the same one holds the diverged run and is refused ("already holds a run")
+DIVERGED_GO_ON_OWN_OUT = DIVERGED_GO_ON.replace(
+    "and --init-from PATH", "and another --out, --init-from PATH"
+)
 #: the same for a program that is not ``distconv train``, whose flags are not known
 DIVERGED_GO_ON_PROGRAM = (
     "to go on, start a new run with a lower learning rate from the weights of a checkpoint "
@@ -140,7 +145,10 @@ MAY_HAVE_DIVERGED = (
 
 
 def way_on_after_failure(
-    job_id: str | None, train: Sequence[str] | None, diverged: bool = False
+    job_id: str | None,
+    train: Sequence[str] | None,
+    diverged: bool = False,
+    run_dir: Path | None = None,
 ) -> WayOn:
     """Where the run of a failed launch stands: the newest complete checkpoint in the ``--out``
     of its ``distconv train`` arguments ``train`` (the launcher adds one where they have none:
@@ -149,17 +157,16 @@ def way_on_after_failure(
     (as a stop's: :func:`_go_on`, with ``--job-id job_id`` where the launcher chose it, None
     where the command names its run). ``train`` None: another program, whose checkpoints are
     not known; only the command is said. Where the job's update ``diverged``, the way on is a
-    new run with a lower learning rate (:data:`DIVERGED_GO_ON`), not the same command."""
+    new run with a lower learning rate (:data:`DIVERGED_GO_ON`), not the same command, into
+    another ``--out`` where ``train``'s is not the one the launcher adds in ``run_dir``."""
     # here, not at the top: the scan's modules load numpy, which a launch that never fails
     # (and every refusal of its flags) need not wait for
     from distconv.checkpoint_manifest import CHIEF
     from distconv.checkpoint_scan import kept_checkpoint
     from distconv.run_files import CHECKPOINTS
 
-    go_on = _go_on(job_id, train)
-    if diverged:
-        go_on = DIVERGED_GO_ON_PROGRAM if train is None else DIVERGED_GO_ON
     out = None if train is None else option_value(train, "--out")
+    go_on = _diverged_go_on(train, out, run_dir) if diverged else _go_on(job_id, train)
     if out is None:
         return WayOn(None, None, go_on, None, diverged)
     newest, kept = kept_checkpoint(Path(out) / CHECKPOINTS)
@@ -168,6 +175,16 @@ def way_on_after_failure(
     if diverged:
         kept += MAY_HAVE_DIVERGED + _steps_kept(Path(out) / CHECKPOINTS)
     return WayOn(newest.step, str(newest.part(CHIEF)), go_on, kept, diverged)
+
+
+def _diverged_go_on(train: Sequence[str] | None, out: str | None, run_dir: Path | None) -> str:
+    """The way on after a divergence: :data:`DIVERGED_GO_ON_PROGRAM` for a program, else
+    :data:`DIVERGED_GO_ON`, or :data:`DIVERGED_GO_ON_OWN_OUT` where ``out`` is the train
+    arguments' own (not ``run_dir/train``, :func:`~launcher.commands.with_out`'s)."""
+    if train is None:
+        return DIVERGED_GO_ON_PROGRAM
+    own = out is not None and (run_dir is None or Path(out) != Path(run_dir) / "train")
+    return DIVERGED_GO_ON_OWN_OUT if own else DIVERGED_GO_ON
 
 
 def _steps_kept(root: Path) -> str:

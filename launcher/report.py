@@ -41,7 +41,7 @@ def report_failure(
     (:func:`way_on_after_failure`), in ``failure.json`` too (:func:`add_to_report`)."""
     path = run_dir / "failure.json"
     written, kept = write_report(path, failure, max_restarts, then)
-    way_on = way_on_after_failure(job_id, train, failure.diverged)
+    way_on = way_on_after_failure(job_id, train, failure.diverged, run_dir)
     if kept is not None and (problem := add_to_report(kept, way_on.fields())) is not None:
         written += f" (without the checkpoint and the way on: {problem})"  # said below
     tail = [f"    {line}" for line in failure.tail] or ["    (no output)"]

@@ -18,6 +18,7 @@ from launcher.divergence import EVERY_ATTEMPT, trains_async
 from launcher.failure import Failure
 from launcher.go_on import (
     DIVERGED_GO_ON,
+    DIVERGED_GO_ON_OWN_OUT,
     DIVERGED_GO_ON_PROGRAM,
     MAY_HAVE_DIVERGED,
     way_on_after_failure,
@@ -30,11 +31,12 @@ DIVERGES = ("--optimizer", "sgd", "--lr", "1e5", "--epochs", "2", "--checkpoint-
 NOT_RESTARTED = f"then not restarting (--max-restarts 2): {EVERY_ATTEMPT}"
 
 
-def _launched(tmp_path: Path, *own: str) -> tuple[str, int, Path]:
+def _launched(tmp_path: Path, *own: str, train: tuple[str, ...] = ()) -> tuple[str, int, Path]:
     """The launcher's output, status and run directory after ``own`` (its flags) with
-    ``--max-restarts 2`` ran :data:`DIVERGES`."""
+    ``--max-restarts 2`` ran :data:`DIVERGES` (and ``train``, its flags' last say)."""
     run = tmp_path / "run"
-    argv = [*own, "--max-restarts", "2", "--run-dir", str(run), "--", *DIVERGES, "--no-progress"]
+    argv = [*own, "--max-restarts", "2", "--run-dir", str(run), "--", *DIVERGES, *train]
+    argv.append("--no-progress")
     done = launch(*argv, cwd=tmp_path, timeout=150)
     return done.stderr + done.stdout, done.returncode, run
 
@@ -145,6 +147,23 @@ def test_the_way_on_after_a_programs_divergence_is_a_new_run():
     way_on = way_on_after_failure("J", None, diverged=True)
     assert way_on.go_on == DIVERGED_GO_ON_PROGRAM and way_on.line == DIVERGED_GO_ON_PROGRAM
     assert way_on_after_failure("J", None).go_on.startswith("to go on with this run, give the")
+
+
+@pytest.mark.timeout(180)
+def test_the_way_on_after_a_divergence_into_an_own_out_names_another_out(tmp_path):
+    """Train arguments that name their own --out: the same command with another --job-id was
+    refused there ('already holds a run': the diverged run holds it); run as the way on says,
+    with another --out, it trains."""
+    own, out = ("local", "--workers", "1", "--servers", "0"), tmp_path / "own"
+    said, status, run = _launched(tmp_path, *own, train=("--out", str(out)))
+    report = _assert_one_attempt(said, status, run)
+    assert report["go_on"] == DIVERGED_GO_ON_OWN_OUT, report
+    assert "another --out, --init-from PATH" in report["go_on"], report
+    train = [*DIVERGES, "--out", str(tmp_path / "new"), "--lr", "1e-3", "--epochs", "1"]
+    init = ["--init-from", str(out / "checkpoints" / "step-00000001" / "chief.safetensors")]
+    again = [*own, "--run-dir", str(tmp_path / "again"), "--", *train, *init, "--no-progress"]
+    done = launch(*again, cwd=tmp_path, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 #: a program of its own whose Trainer's loss turned NaN (TrainingError's own words)
