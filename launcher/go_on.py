@@ -137,6 +137,16 @@ DIVERGED_GO_ON_PROGRAM = (
     "to go on, start a new run with a lower learning rate from the weights of a checkpoint "
     "before the divergence, or afresh (a resume with another learning rate is refused)"
 )
+#: the way on after a divergence where the run kept no checkpoint: no earlier weights to start
+#: from, and a resume with none starts afresh, another --lr and all (``--overwrite``: the
+#: same command with it and ``--resume auto`` is refused)
+DIVERGED_AFRESH = (
+    "to go on, start afresh with a lower --lr: the same command with --resume auto and the "
+    "lower --lr after --"
+)
+DIVERGED_AFRESH_OVERWRITE = (
+    "to go on, start afresh with a lower --lr: the same command with the lower --lr after --"
+)
 #: what the report adds to the newest checkpoint after a divergence, before the steps kept
 MAY_HAVE_DIVERGED = (
     "; it may already hold diverged weights, finite but far too large (from such weights even "
@@ -158,11 +168,12 @@ def way_on_after_failure(
     where the command names its run). ``train`` None: another program, whose checkpoints are
     not known; only the command is said. Where the job's update ``diverged``, the way on is a
     new run with a lower learning rate (:data:`DIVERGED_GO_ON`), not the same command, into
-    another ``--out`` where ``train``'s is not the one the launcher adds in ``run_dir``."""
+    another ``--out`` where ``train``'s is not the one the launcher adds in ``run_dir``; where
+    the run kept no checkpoint, a fresh start with a lower one (:data:`DIVERGED_AFRESH`)."""
     # here, not at the top: the scan's modules load numpy, which a launch that never fails
     # (and every refusal of its flags) need not wait for
     from distconv.checkpoint_manifest import CHIEF
-    from distconv.checkpoint_scan import kept_checkpoint
+    from distconv.checkpoint_scan import NONE_KEPT, kept_checkpoint
     from distconv.run_files import CHECKPOINTS
 
     out = None if train is None else option_value(train, "--out")
@@ -171,6 +182,8 @@ def way_on_after_failure(
         return WayOn(None, None, go_on, None, diverged)
     newest, kept = kept_checkpoint(Path(out) / CHECKPOINTS)
     if newest is None:
+        if diverged and kept == NONE_KEPT:  # no earlier weights; --resume auto starts afresh
+            go_on = _diverged_afresh(train)
         return WayOn(None, None, go_on, kept, diverged)
     if diverged:
         kept += MAY_HAVE_DIVERGED + _steps_kept(Path(out) / CHECKPOINTS)
@@ -185,6 +198,13 @@ def _diverged_go_on(train: Sequence[str] | None, out: str | None, run_dir: Path 
         return DIVERGED_GO_ON_PROGRAM
     own = out is not None and (run_dir is None or Path(out) != Path(run_dir) / "train")
     return DIVERGED_GO_ON_OWN_OUT if own else DIVERGED_GO_ON
+
+
+def _diverged_afresh(train: Sequence[str] | None) -> str:
+    """:data:`DIVERGED_AFRESH`, or :data:`DIVERGED_AFRESH_OVERWRITE` where the train arguments
+    ``train`` hold ``--overwrite`` (which starts afresh itself, and refuses ``--resume``)."""
+    overwrites = train is not None and has_option(train, "--overwrite")
+    return DIVERGED_AFRESH_OVERWRITE if overwrites else DIVERGED_AFRESH
 
 
 def _steps_kept(root: Path) -> str:

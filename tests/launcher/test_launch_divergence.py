@@ -17,6 +17,7 @@ from launcher.commands import ServerOptions, server_command
 from launcher.divergence import EVERY_ATTEMPT, trains_async
 from launcher.failure import Failure
 from launcher.go_on import (
+    DIVERGED_AFRESH,
     DIVERGED_GO_ON,
     DIVERGED_GO_ON_OWN_OUT,
     DIVERGED_GO_ON_PROGRAM,
@@ -140,6 +141,21 @@ def test_a_one_worker_divergence_is_not_restarted(tmp_path):
     report = _assert_one_attempt(said, status, run)
     cause = report["cause"]
     assert cause.startswith("the loss became NaN or infinite in epoch 1, at step 3; "), cause
+
+
+@pytest.mark.timeout(180)
+def test_a_divergence_before_the_first_checkpoint_goes_on_afresh_with_a_lower_lr(tmp_path):
+    """No checkpoint kept: no earlier weights to start from, and --resume auto with another
+    --lr starts afresh (none refuses it), as the way on says; run as it says, it trains."""
+    own = ("local", "--workers", "1", "--servers", "0")
+    said, status, run = _launched(tmp_path, *own, train=("--checkpoint-every", "1000"))
+    report = _assert_one_attempt(said, status, run)
+    assert (report["checkpoint"], report["go_on"]) == (None, DIVERGED_AFRESH), report
+    none_kept = "distconv-launch: no checkpoint kept yet: --resume auto starts afresh"
+    assert f"{none_kept}; {DIVERGED_AFRESH}" in said.splitlines(), said[-3000:]
+    again = [*own, "--run-dir", str(run), "--", *DIVERGES, "--resume", "auto", "--lr", "0.01"]
+    done = launch(*again, "--epochs", "1", "--no-progress", cwd=tmp_path, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_the_way_on_after_a_programs_divergence_is_a_new_run():
