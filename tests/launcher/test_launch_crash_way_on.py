@@ -138,7 +138,10 @@ def test_a_killed_mpi_rank_names_the_newest_checkpoint(tmp_path):
     with job_env(ENV) as env:
         status, err = _killed_after_checkpoints(tmp_path, env, rank_1, MPI, "mpiexec-0")
         assert status != 0, err[-3000:]  # how the headline names the rank is not this test's
-        _assert_way_on(tmp_path, err)
+        step = _assert_way_on(tmp_path, err)
+        report = json.loads((tmp_path / "runs" / JOB / "failure.json").read_text())
+        assert report["failed_rank"] == 1, report  # an alert's key: not a divergence's null
+        assert _resumed_at(tmp_path, env, MPI, "mpiexec-0") == str(step)
 
 
 @pytest.mark.timeout(120)
