@@ -188,20 +188,27 @@ def save_tensors(
         ) from None
 
 
-_NOT_PARAMETERS = "params must be Parameters (net.parameters()), got {}"
+def _parameters(params: Sequence[Parameter]) -> list[Parameter]:
+    """``params`` as a list, refused (TypeError) where it is no sequence of Parameters. Read by
+    name and value alone (a tool rewriting a checkpoint passes its own). The network itself
+    failed as "KeyError: 0" (its ``__getitem__`` takes names), a dict as "got str" (its keys),
+    ``net.parameters`` uncalled as "'method' object is not iterable", an array in the list as
+    "'numpy.ndarray' object has no attribute 'name'"; one Parameter was "got Parameter"."""
+    if not isinstance(params, Iterable) or isinstance(params, (Mapping, str)):
+        raise TypeError(
+            "params must be a sequence of Parameters (net.parameters()), got "
+            f"{type(params).__name__}"
+        )
+    given = list(params)
+    for p in given:
+        if not (isinstance(getattr(p, "name", None), str) and hasattr(p, "value")):
+            raise TypeError(f"params must be Parameters (net.parameters()), got {type(p).__name__}")
+    return given
 
 
 def _tensors(params: Sequence[Parameter], optim_state: OptimState) -> dict[str, np.ndarray]:
-    # the network itself failed as "KeyError: 0" (its __getitem__ takes names), a dict as
-    # "got str" (its keys), net.parameters uncalled as "'method' object is not iterable"
-    if not isinstance(params, Iterable) or isinstance(params, (Mapping, str)):
-        raise TypeError(_NOT_PARAMETERS.format(type(params).__name__))
     tensors: dict[str, np.ndarray] = {}
-    for p in params:
-        # read by name and value alone (a tool rewriting a checkpoint passes its own); an array
-        # failed below as "'numpy.ndarray' object has no attribute 'name'"
-        if not (isinstance(getattr(p, "name", None), str) and hasattr(p, "value")):
-            raise TypeError(_NOT_PARAMETERS.format(type(p).__name__))
+    for p in _parameters(params):
         if p.name.startswith(OPTIM_PREFIX) or p.name in tensors:
             raise CheckpointError(f"cannot save parameter {p.name!r}: the name is taken")
         tensors[p.name] = _host(p.value)
@@ -248,7 +255,10 @@ def restore_checkpoint(
         CheckpointError: no checkpoint file (a folder, a manifest, a shard's part: none a
             :class:`CheckpointDamaged`), an unreadable file, or names, shapes, dtypes or state
             keys that differ from the model's; the message lists every mismatch.
+        TypeError: ``params`` is no sequence of :class:`Parameter` (the network, a dict):
+            pass ``net.parameters()``; nothing is read or written.
     """
+    params = _parameters(params)  # before the file is read: the network, a dict, ...
     position = optim_state is not None  # the state's training goes on from its step
     ckpt = source if isinstance(source, Checkpoint) else load_checkpoint(source, position=position)
     check_fit(ckpt, params, optim_state)

@@ -117,20 +117,27 @@ def test_arrays_in_place_of_parameters_are_refused_naming_the_argument(tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
-@pytest.mark.parametrize("given", ["network", "dict", "method"])
+@pytest.mark.parametrize("given", ["network", "dict", "method", "parameter"])
 def test_a_network_or_a_dict_in_place_of_parameters_is_refused_naming_it(tmp_path, given):
     """The network itself failed as "KeyError: 0" (its ``__getitem__`` takes names), a dict
     of parameters as "got str" (its keys), ``net.parameters`` uncalled as "'method' object is
-    not iterable"; each now says what it got and what to pass."""
+    not iterable", one Parameter as "got Parameter"; each now says what it got and what to
+    pass, to the save and to the restore alike."""
     net = Network()
     net.add("fc", FullyConnected(3, 2), "x")
     by_name = {p.name: p for p in net.parameters()}
     params = {"network": net, "dict": by_name, "method": net.parameters}
+    params["parameter"] = net.parameters()[0]
+    said = {"network": "Network", "dict": "dict", "method": "method", "parameter": "Parameter"}
+    words = f"params must be a sequence of Parameters (net.parameters()), got {said[given]}"
     with pytest.raises(TypeError) as info:
         save_checkpoint(tmp_path / "c.safetensors", params[given])
-    said = {"network": "Network", "dict": "dict", "method": "method"}[given]
-    assert str(info.value) == f"params must be Parameters (net.parameters()), got {said}"
+    assert str(info.value) == words
     assert list(tmp_path.iterdir()) == []  # nothing written
+    save_checkpoint(tmp_path / "c.safetensors", net.parameters())
+    with pytest.raises(TypeError) as info:
+        restore_checkpoint(tmp_path / "c.safetensors", params[given])
+    assert str(info.value) == words
 
 
 def test_missing_file_names_it(tmp_path):
