@@ -66,18 +66,25 @@ def may_train_async(children: list[Child]) -> bool:
     (:func:`~launcher.divergence.trains_async`), or workers that run a program of their own
     and no shard of the launcher's (``local --servers 0``), whose program may name shards
     started apart, in either mode and keeping their state across restarts: not known to be
-    synchronous, it is restarted as before. ``distconv train`` without shards trains alone (the
-    launcher refuses several such workers), and mpi's ranks with allreduce."""
+    synchronous, it is restarted as before; so is ``distconv train`` naming such shards
+    (``--pservers`` after ``--``, which ``local --servers 0`` takes). ``distconv train``
+    without shards trains alone (the launcher refuses several such workers), and mpi's ranks
+    with allreduce."""
     shards = [c.spec.argv for c in children if c.spec.role == "server"]
     if shards:
         return trains_async(shards)
-    return any(c.spec.role == "worker" and not _runs_train(c.spec.argv) for c in children)
+    return any(c.spec.role == "worker" and not _trains_alone(c.spec.argv) for c in children)
 
 
-def _runs_train(argv: Sequence[str]) -> bool:
+def _trains_alone(argv: Sequence[str]) -> bool:
     """Whether ``argv`` is a worker's ``python -m distconv train ...``
-    (:func:`~launcher.commands.worker_command`)."""
-    return list(argv[1:4]) == ["-m", "distconv", "train"]
+    (:func:`~launcher.commands.worker_command`) that names no shards of its own
+    (``--pservers``, as train spells it out)."""
+    from distconv.train_args import spelled_out
+
+    if list(argv[1:4]) != ["-m", "distconv", "train"]:
+        return False
+    return not any(w.partition("=")[0] == "--pservers" for w in spelled_out(argv[4:], lenient=True))
 
 
 def failed_too(cause: Child, children: list[Child], stopped: list[Child]) -> list[dict]:

@@ -7,12 +7,18 @@ asynchronous job, whose next attempt may compute other values, is still restarte
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
+from threading import Lock
 
 import pytest
 
+from launcher.attempt_failure import may_train_async
+from launcher.child import Child
+from launcher.child_spec import ChildSpec
 from launcher.commands import ServerOptions, server_command
 from launcher.divergence import EVERY_ATTEMPT, trains_async
 from launcher.failure import Failure
@@ -203,6 +209,18 @@ def test_a_divergence_is_restarted_only_where_the_shards_run_async(tmp_path, mod
     restarted = "restarting the job (1 of 1)" in done.stderr
     assert restarted == (mode == "async"), done.stderr[-3000:]
     assert json.loads((run / "failure.json").read_text())["restart"] == int(restarted)
+
+
+@pytest.mark.parametrize("shards", [(), ("--pserv=127.0.0.1:5555",)])
+def test_distconv_train_without_the_launchers_shards_is_async_only_with_its_own(tmp_path, shards):
+    """'local --servers 0 -- --pservers h:p': the workers train with shards started apart,
+    async or not as their own launch set; without --pservers a worker trains alone (sync)."""
+    argv = [sys.executable, "-m", "distconv", "train", *shards, "--help"]  # exits at once
+    child = Child(ChildSpec("worker", 0, argv), tmp_path / "w.log", io.BytesIO(), Lock())
+    try:
+        assert may_train_async([child]) == bool(shards)
+    finally:
+        child.finish()  # kills what is left, reaps, closes the log
 
 
 @pytest.mark.timeout(120)
