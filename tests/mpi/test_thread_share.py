@@ -93,9 +93,9 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "allreduce.py"
 
 def test_the_allreduce_benchmark_sets_no_share_for_its_mpi_rows():
     """benchmarks/allreduce.py's MPI rows (``auto``: the sync's choice) run no distconv kernels:
-    a ``DISTCONV_NUM_THREADS`` it set at import would be read as their job's share of the host,
-    and a 1-rank sync's choice on 2 cores (``free_step_local``) would change with it; its CNN
-    jobs, which run the kernels, still set one thread each."""
+    a ``DISTCONV_NUM_THREADS`` it set at import would count as set by hand, whose thread always
+    polls, and a 1-rank sync on 2 cores (``free_step_local``) would poll where it waited in
+    ``MPI_Wait`` before; its CNN jobs, which run the kernels, still set one thread each."""
     show = "import os, runpy, sys; m = runpy.run_path(sys.argv[1]); "
     show += "print(os.environ.get('DISTCONV_NUM_THREADS'), m['ONE_THREAD']['DISTCONV_NUM_THREADS'])"
     env = {k: v for k, v in os.environ.items() if k != "DISTCONV_NUM_THREADS"}
