@@ -304,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if status:
             _abort_mpi_job(status, sys.argv[1:] if argv is None else argv)
+        if "distconv.stop_request" in sys.modules:  # a stop's hold: main may run in-process
+            sys.modules["distconv.stop_request"].release_sigterm_hold()
     return status
 
 

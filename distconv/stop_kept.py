@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -234,7 +233,7 @@ def kept_said_at_stop(program: str, out: str, words: Callable[[], Sequence[str]]
     try:
         yield
     except Preempted as stop:
-        _hold_later_sigterms()
+        stop_request.hold_sigterm_until_exit()  # from the stop to the command's 143
         if stop.is_chief:
             say_kept(program, out, stop, words)
         raise
@@ -244,15 +243,6 @@ def kept_said_at_stop(program: str, out: str, words: Callable[[], Sequence[str]]
     name = stop_request.stop_signal([float(signal.SIGTERM in late), float(signal.SIGINT in late)])
     if name is not None:
         _say(program, f"{name.name} {_LATE}", level=logging.WARNING)
-
-
-def _hold_later_sigterms() -> None:
-    """Ignore SIGTERM from a checkpointed stop until the command exits 143: the fit put the
-    default handler back as it returned, so a second SIGTERM as the process wound down (a
-    shard's ask stopped it, then its pod's own signal came) killed it by the signal, -15 and
-    not the stop's 143, its stop line already said. Main thread only, as handlers are."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 #: what a command says of a stop signal that came after its fit's last stop check

@@ -273,6 +273,30 @@ def _pending_since(signum: signal.Signals) -> None:
 preempted_ends_run = False
 
 
+#: the SIGTERM handler a checkpointed stop's hold replaced (:func:`hold_sigterm_until_exit`)
+_before_hold: Any = None
+
+
+def hold_sigterm_until_exit() -> None:
+    """Ignore SIGTERM from a checkpointed stop until the command ends with the stop's 143: the
+    fit put the previous handler back as it returned (Python's default, in a command), so a
+    second SIGTERM while the process wound down (a shard's ask stopped it, then its pod's own
+    signal came) killed it by the signal, -15 and not 143, its stop line said or about to be.
+    :func:`release_sigterm_hold` puts the handler back (a command run in-process returns).
+    Main thread only, as handlers are."""
+    global _before_hold
+    if threading.current_thread() is threading.main_thread() and _before_hold is None:
+        _before_hold = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def release_sigterm_hold() -> None:
+    """Put back the SIGTERM handler :func:`hold_sigterm_until_exit` replaced, if it did."""
+    global _before_hold
+    if _before_hold is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _before_hold)
+        _before_hold = None
+
+
 class Preempted(Exception):
     """SIGTERM or Ctrl-C arrived; the trainer saved a checkpoint at the step it names (where it
     writes any) and stopped.
