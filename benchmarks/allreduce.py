@@ -87,11 +87,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 # one BLAS thread per rank, before numpy is imported. No DISTCONV_NUM_THREADS: the MPI rows
-# run no distconv kernels, and a count set by hand is read as the job's share of the host (the
-# cores above it another job's), not as the cores the simulated compute leaves free; the rows
-# get the choice of a job that sets none, which on a host of more cores than ranks takes the
-# cores for the kernels' and runs no thread (``auto``), as with a count set by hand. The CNN's
-# jobs, which run the kernels, set theirs (ONE_THREAD)
+# run no distconv kernels, and a count set by hand makes the communication thread poll rather
+# than wait in MPI_Wait (its cores may be another job's); the rows get the choice of a job that
+# sets none, as every recorded run on 2 cores had it. On a host of more cores than ranks that
+# choice counts the cores as the kernels' and runs no thread (``auto``), where a count of 1 set
+# by hand had it run one: compare rows of such hosts with each other only. The CNN's jobs, which
+# run the kernels, set theirs (ONE_THREAD)
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
