@@ -29,15 +29,17 @@ ASK_FOR_THE_LOCK = """\
 
 
 @contextmanager
-def held_until_asked(out: Path, job: str, seconds: float = 60.0) -> Iterator[None]:
+def held_until_asked(out: Path, job: str | None = None, seconds: float = 60.0) -> Iterator[None]:
     """Hold ``out``'s lock (``out`` made) from a thread of this process until ``OUT.release``
     appears (:data:`ASK_FOR_THE_LOCK`), then let it go and write ``OUT.free``; let go at the
     block's end (or after ``seconds``) all the same, the thread joined. Its claim names the
-    launch's ``job`` (``--job-id``), as the attempt before's would: a holder of another job
-    ends the launch unrestarted (:mod:`launcher.out_holder`)."""
+    launch's ``job`` (``--job-id``) where given, as the attempt before's would: a holder of
+    another job ends the launch unrestarted (:mod:`launcher.out_holder`); none is written
+    where no launch is about (a command that only reads the run)."""
     out.mkdir(parents=True, exist_ok=True)
     held = hold_lock(out / LOCK)
-    (out / CLAIM).write_text(json.dumps({"job": job, "launch": None}))
+    if job is not None:
+        (out / CLAIM).write_text(json.dumps({"job": job, "launch": None}))
     asked, free = Path(f"{out}.release"), Path(f"{out}.free")
     done = threading.Event()
 
