@@ -18,6 +18,12 @@ from launcher.terminal import Terminal
 from tests.launcher.launch_cli import launch
 from tests.launcher.real_children import RecordingOutput
 
+#: a failed launch's last line, its way on, for a program of the user's that kept nothing
+GO_ON_AFRESH = (
+    "once the cause is fixed, to go on with this run, give the same command (and --resume auto "
+    "after --, where the program takes it)"
+)
+
 
 @pytest.mark.timeout(60)
 def test_a_run_dir_with_a_line_break_leaves_each_message_on_its_lines(tmp_path: Path):
@@ -33,6 +39,7 @@ def test_a_run_dir_with_a_line_break_leaves_each_message_on_its_lines(tmp_path: 
         f"{shown(log)}:",
         "    boom",  # the report's own lines: the child's last ones, then where it is
         f"report: $'{tmp_path}/my run\\nx/failure.json'",
+        f"distconv-launch: {GO_ON_AFRESH}",  # a failure's way on, on a line of its own
     ]
 
 
@@ -88,8 +95,9 @@ def test_each_message_is_one_line_though_a_value_in_it_is_not_quoted(tmp_path: P
     assert done.returncode == 1, done.stderr
     lines = done.stderr.splitlines()
     assert all(line.startswith(("distconv-launch: ", "    ", "report: ")) for line in lines), lines
-    assert lines[-3].endswith(
+    assert lines[-4].endswith(
         "then restart 1 of 1 could not start: cannot start worker-0 ($'./my\\nprog'): no such "
         f"file or directory; last lines of {shown(tmp_path / 'run' / 'logs' / 'worker-0.log')}:"
     ), lines
-    assert lines[-2:] == ["    gone\\rback", f"report: {shown(tmp_path / 'run' / 'failure.json')}"]
+    report = f"report: {shown(tmp_path / 'run' / 'failure.json')}"
+    assert lines[-3:] == ["    gone\\rback", report, f"distconv-launch: {GO_ON_AFRESH}"]
