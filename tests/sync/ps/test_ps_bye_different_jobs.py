@@ -29,6 +29,7 @@ from distconv.messages import described
 from distconv.rank_endings import different_jobs_text
 from distconv.sync import JobRefused
 from distconv.sync.peers import PeerFailed
+from distconv.sync.ps.refusals import START_ENDED
 
 #: what a rank whose hello another shard refused as another job's heard, and says bye with
 WORDS = different_jobs_text(1, 0, "config.batch: 9 here, 8 there")
@@ -146,7 +147,7 @@ def test_a_gather_left_by_a_rank_of_fewer_steps_and_one_on_the_mismatch_is_a_ref
     nor refused: rank 0 raised a plain SyncError (a traceback) and the launcher, where rank 0
     exited first, restarted a job every attempt of which stopped on the mismatch again."""
     reply = _gather_left_by(hand, {})
-    assert reply["error"].startswith(f"{WORDS}; ranks are at different points of"), reply
+    assert reply["error"] == f"{WORDS}; {START_ENDED}", reply  # nothing seeded: a start ended
     assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
 
 
@@ -159,7 +160,7 @@ def test_a_lost_rank_that_said_bye_leaves_a_gather_refused(hand):
     _three_ranks_met(h)
     h.shard._lose(2, "rank 2 silent")
     reply = _gather_left_by(h, {"error": described(ValueError("loss is nan"))}, met=True)
-    assert reply["error"].startswith(f"{WORDS}; ranks are at different points of"), reply
+    assert reply["error"] == f"{WORDS}; {START_ENDED}", reply  # nothing seeded: a start ended
     assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
 
 
@@ -186,5 +187,5 @@ def test_a_gather_left_by_ranks_that_all_closed_on_different_jobs_is_a_refusal(h
         h.send({"op": "bye", "rank": rank, "run": run, "error": HEARD})
     _gather(h, 0, "barrier:2")
     reply = _replies(h, 3)["error"]
-    assert reply["error"].startswith(f"{WORDS}; ranks are at different points of"), reply
+    assert reply["error"] == f"{WORDS}; {START_ENDED}", reply  # nothing seeded: a start ended
     assert reply.get("refused") == "job" and "failed_ranks" not in reply, reply
