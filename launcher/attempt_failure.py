@@ -9,6 +9,7 @@ all say the same. :class:`launcher.supervisor.Supervisor`'s helper, apart from i
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -90,7 +91,8 @@ def _trains_alone(argv: Sequence[str]) -> bool:
 def failed_too(cause: Child, children: list[Child], stopped: list[Child]) -> list[dict]:
     """The children besides ``cause`` that failed on their own (:meth:`Child.failed`), not as
     victims (75: :attr:`Failure.victims` has them) nor by the launcher's stop (in ``stopped``,
-    ended by it: :func:`~launcher.settle.ended_by_stop`), as ``failure.json`` lists them, each
+    ended by it: :func:`~launcher.settle.ended_by_stop`) nor by a stop signal from outside
+    (:func:`_signalled_to_stop`), as ``failure.json`` lists them, each
     with its last words: whether they met the same error or stopped on the failure, an
     operator reads there, not in each log."""
     return [
@@ -103,8 +105,23 @@ def failed_too(cause: Child, children: list[Child], stopped: list[Child]) -> lis
             "said": (last_words(list(c.tail)) or [None])[-1],
         }
         for c in children
-        if c is not cause and c.failed() and not c.victim and not ended_by_stop(c, stopped)
+        if c is not cause
+        and c.failed()
+        and not c.victim
+        and not ended_by_stop(c, stopped)
+        and not _signalled_to_stop(c)
     ]
+
+
+def _signalled_to_stop(child: Child) -> bool:
+    """Whether ``child`` ended on a stop signal from outside (SIGTERM, SIGINT: killed by it,
+    or exited 128 + it as a handler does): stopped, by a scheduler or a person, not failed on
+    its own (a worker that stopped on its own SIGTERM beside it, a shard signalled twice)."""
+    code = child.poll() or 0
+    return -code in _STOP_SIGNALS or code - 128 in _STOP_SIGNALS
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def unanswered_by(
