@@ -304,7 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if status:
             _abort_mpi_job(status, sys.argv[1:] if argv is None else argv)
-        if "distconv.stop_request" in sys.modules:  # a stop's hold: main may run in-process
+        # a stop's hold lasts to the process's exit where main is the command itself (argv
+        # None: a SIGTERM as the interpreter shuts down killed it by the signal, -15, not the
+        # stop's 143); a caller in-process handing its own argv gets its handler back
+        if argv is not None and "distconv.stop_request" in sys.modules:
             sys.modules["distconv.stop_request"].release_sigterm_hold()
     return status
 
