@@ -36,3 +36,29 @@ def test_main_run_in_process_puts_sigterm_back_after_a_stop(tmp_path):
     status, lines = _stopped(tmp_path, [sys.executable, "-c", code])
     assert status == 143, lines
     assert lines[-1] == "default SIGTERM: True", lines[-3:]
+
+
+def test_train_called_in_process_puts_sigterm_back_as_it_raises_the_stop(tmp_path):
+    """``distconv.job.train`` held SIGTERM off from its fit's stop through the sync's close; a
+    caller of the API that catches the stop goes on with SIGTERM handled as before, not held
+    off for good (nothing but SIGKILL could stop it then)."""
+    from tests.test_stop_kept_lines import _stopped
+
+    code = (
+        "import logging, signal, sys\n"
+        "from distconv.job import TrainConfig, train\n"
+        "from distconv.stop_request import Preempted\n"
+        "logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+        "config = TrainConfig(data='synthetic', epochs=2, batch_size=1, progress=False,\n"
+        "                     out='run')\n"
+        "try:\n"
+        "    train(config)\n"
+        "except Preempted as stop:\n"
+        "    print('caught:', stop, file=sys.stderr)\n"
+        "print('default SIGTERM:', signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,\n"
+        "      file=sys.stderr)\n"
+    )
+    status, lines = _stopped(tmp_path, [sys.executable, "-c", code])
+    assert status == 0, lines[-5:]
+    assert any(line.startswith("caught: ") for line in lines), lines[-5:]
+    assert lines[-1] == "default SIGTERM: True", lines[-3:]
