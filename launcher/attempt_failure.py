@@ -9,7 +9,6 @@ all say the same. :class:`launcher.supervisor.Supervisor`'s helper, apart from i
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,7 +17,7 @@ from .divergence import trains_async
 from .failure import Failure, last_words, signal_name
 from .job_error import said_elsewhere
 from .named_cause import unanswered_shard
-from .own_stop import signalled_worker
+from .own_stop import STOP_SIGNALS, checkpointed_stop, signalled_worker
 from .settle import blamed, ended_by_stop
 from .stopped_blame import as_found
 from .stopped_processes import StopFindings
@@ -114,14 +113,14 @@ def failed_too(cause: Child, children: list[Child], stopped: list[Child]) -> lis
 
 
 def _signalled_to_stop(child: Child) -> bool:
-    """Whether ``child`` ended on a stop signal from outside (SIGTERM, SIGINT: killed by it,
-    or exited 128 + it as a handler does): stopped, by a scheduler or a person, not failed on
-    its own (a worker that stopped on its own SIGTERM beside it, a shard signalled twice)."""
-    code = child.poll() or 0
-    return -code in _STOP_SIGNALS or code - 128 in _STOP_SIGNALS
-
-
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    """Whether ``child`` ended on a stop signal from outside: killed by SIGTERM or SIGINT, or
+    stopped with a checkpoint as its stop line says (:func:`~launcher.own_stop.checkpointed_stop`,
+    the launcher's one rule for it). A bare exit 143 or 130, without that line, is a program's
+    own status, and a failure like any other: it stays in ``failed_too``."""
+    status = child.poll()
+    if status in STOP_SIGNALS:
+        return True
+    return checkpointed_stop(child.spec.role, status, child.tail) is not None
 
 
 def unanswered_by(
