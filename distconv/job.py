@@ -153,9 +153,6 @@ def train(config: TrainConfig, runtime: Runtime | None = None) -> Trainer:
         if monitor is not None:
             monitor.close()
     if stopped is not None:
-        from distconv import stop_request
-
-        stop_request.release_sigterm_hold()  # a caller in-process: the command's own holds on
         raise stopped
     return trainer
 
@@ -184,13 +181,11 @@ def _fit(trainer: Trainer, train_set: Any, test_set: Any, config: TrainConfig) -
     as cleanly as a finished one; an MPI sync closing while an exception propagates must assume
     the opposite, and aborts the job with a traceback that reads like a crash.
     """
-    from distconv import stop_request
     from distconv.resume import Preempted
 
     try:
         trainer.fit(train_set, test_set, config.epochs, resume=config.resume)
     except Preempted as exc:
-        stop_request.hold_sigterm_until_exit()  # the sync's close next: a SIGTERM there too
         return exc
     return None
 

@@ -39,9 +39,9 @@ def test_main_run_in_process_puts_sigterm_back_after_a_stop(tmp_path):
 
 
 def test_train_called_in_process_puts_sigterm_back_as_it_raises_the_stop(tmp_path):
-    """``distconv.job.train`` held SIGTERM off from its fit's stop through the sync's close; a
-    caller of the API that catches the stop goes on with SIGTERM handled as before, not held
-    off for good (nothing but SIGKILL could stop it then)."""
+    """``distconv.job.train`` holds no SIGTERM off (only the command does, from its stop line
+    to its exit): a caller of the API that catches the stop goes on with SIGTERM handled as
+    before, not held off for good (nothing but SIGKILL could stop it then)."""
     from tests.test_stop_kept_lines import _stopped
 
     code = (
