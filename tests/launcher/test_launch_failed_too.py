@@ -51,3 +51,29 @@ def test_a_child_the_launchers_stop_ended_is_not_failed_too(tmp_path):
     report = json.loads((run / "failure.json").read_text())
     assert (report["role"], report["rank"], report["failed_too"]) == ("worker", 1, []), report
     assert "failed too" not in done.stderr, done.stderr[-3000:]
+
+
+_TWO_FAIL = (
+    "import os, sys, time\n"
+    "if os.environ['RANK'] == '1':\n"
+    "    time.sleep(1)\n"
+    "    print('rank 1 failing on purpose', flush=True)\n"
+    "    sys.exit(3)\n"
+    "print('rank 0: my own reason to give up (exit 143)', flush=True)\n"
+    "time.sleep(0.5)\n"
+    "sys.exit(143)\n"
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_child_that_exits_143_for_its_own_reasons_is_failed_too(tmp_path):
+    """A bare exit 143, no signal sent and no stop line said, is a failure of its own: only a
+    death by a stop signal, or a checkpointed stop, is left out."""
+    script, run = tmp_path / "two_fail.py", tmp_path / "run"
+    script.write_text(_TWO_FAIL)
+    argv = ["local", "--workers", "2", "--servers", "0", "--run-dir", str(run)]
+    done = launch(*argv, "--", str(script), cwd=tmp_path, timeout=100)
+    report = json.loads((run / "failure.json").read_text())
+    too = {(o["role"], o["rank"]): o for o in report["failed_too"]}
+    assert too.get(("worker", 0), {}).get("exit_code") == 143, report
+    assert "worker 0 failed too (exit code 143)" in done.stderr, done.stderr[-3000:]
