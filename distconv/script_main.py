@@ -106,8 +106,6 @@ def run_main(main: Callable[[], _Result]) -> _Result:
     except Preempted as exc:
         from distconv.stop_kept import say_script_kept  # a stop's alone: run_dir and the rest
 
-        stop_request.hold_sigterm_until_exit()  # its SystemExit ends the process with 143
-
         say_script_kept(_program(), exc, _log_format)  # what it kept, the way on: lines before
         say(as_log_line(f"{_program()}: {exc}", logging.WARNING, _log_format))  # JSON as asked
         _unlink_after_stop(exc.exit_status)

@@ -273,8 +273,11 @@ def _pending_since(signum: signal.Signals) -> None:
 preempted_ends_run = False
 
 
+#: what :data:`_before_hold` holds while no hold is in place (``signal.signal`` returns None
+#: for a handler not installed from Python, which a release must put back all the same)
+_NOT_HELD = object()
 #: the SIGTERM handler a checkpointed stop's hold replaced (:func:`hold_sigterm_until_exit`)
-_before_hold: Any = None
+_before_hold: Any = _NOT_HELD
 
 
 def hold_sigterm_until_exit() -> None:
@@ -285,16 +288,16 @@ def hold_sigterm_until_exit() -> None:
     :func:`release_sigterm_hold` puts the handler back (a command run in-process returns).
     Main thread only, as handlers are."""
     global _before_hold
-    if threading.current_thread() is threading.main_thread() and _before_hold is None:
+    if threading.current_thread() is threading.main_thread() and _before_hold is _NOT_HELD:
         _before_hold = signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def release_sigterm_hold() -> None:
     """Put back the SIGTERM handler :func:`hold_sigterm_until_exit` replaced, if it did."""
     global _before_hold
-    if _before_hold is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _before_hold)
-        _before_hold = None
+    if _before_hold is not _NOT_HELD and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if _before_hold is None else _before_hold)
+        _before_hold = _NOT_HELD
 
 
 class Preempted(Exception):
