@@ -142,6 +142,14 @@ class Shards:
             proc.stdout.close()
 
 
+def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
+    """``proc``'s exit status once it exits within ``seconds``; None where it runs on."""
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def first_line(proc: subprocess.Popen, seconds: float) -> str | None:
     """The first line ``proc`` writes to its stdout pipe (what it has written, where it
     exits before a newline), or None if it writes no line within ``seconds``. Read from the

@@ -12,7 +12,8 @@ import subprocess
 import time
 
 import pytest
-from test_ps_drain import bare_shard, exits_within, started_worker, trained_a_step
+from ps_helpers import exits_within
+from test_ps_drain import bare_shard, started_worker, trained_a_step
 
 from distconv.sync.base import SyncError
 from distconv.sync.peers import PEER_FAILED_STATUS, PeerFailed

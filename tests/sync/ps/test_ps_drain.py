@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ps_helpers import insecure_worker, small_net
+from ps_helpers import exits_within, insecure_worker, small_net
 
 from distconv.sync.ps.config import ShardConfig
 from distconv.sync.ps.drain import DRAIN_FLOOR_SECONDS, DRAIN_STEPS
@@ -20,13 +20,6 @@ from distconv.sync.ps.server import Shard
 from tests.child_env import child_path
 from tests.probes import WORKER_PROBES, bound_port, trained_samples
 from tests.source_copy import copy_ignoring_stop_asks
-
-
-def exits_within(proc: subprocess.Popen, seconds: float) -> int | None:
-    try:
-        return proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return None
 
 
 def started_worker(

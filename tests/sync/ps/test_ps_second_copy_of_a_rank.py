@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_ps_drain import exits_within
+from ps_helpers import exits_within
 
 from tests.child_env import child_env
 from tests.launcher.launch_cli import wait_while_running

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_ps_drain import exits_within
+from ps_helpers import exits_within
 
 from distconv.sync.peers import PEER_FAILED_STATUS
 from tests.child_env import child_env
