@@ -28,6 +28,7 @@ refuses a row holding one that no layer noted, naming it, under a parameter serv
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -158,7 +159,9 @@ def rows_holding(grad: Any) -> np.ndarray:
     """The sorted rows (int64, host) of ``grad`` (rows on axis 0, on its device) holding a
     nonzero: the rows a backward wrote, found by a whole read of the table."""
     xp = get_array_module(grad)
-    return to_host(xp.flatnonzero(grad.reshape(len(grad), -1).any(axis=1))).astype(np.int64)
+    # the row width named, not -1: a table of no rows (or rows of no elements) has none to infer
+    rows = grad.reshape(grad.shape[0], math.prod(grad.shape[1:]))
+    return to_host(xp.flatnonzero(rows.any(axis=1))).astype(np.int64)
 
 
 def unnoted_rows(grad: Any, noted: np.ndarray) -> np.ndarray:

@@ -8,7 +8,8 @@ Real ``distconv train`` workers and two real shards on 127.0.0.1."""
 from __future__ import annotations
 
 import pytest
-from test_ps_second_copy_of_a_rank import TIMEOUT, _ended, _train
+from ps_helpers import exits_within
+from test_ps_second_copy_of_a_rank import TIMEOUT, _train
 
 from distconv.sync.rate_agreement import SAME_START_RATE
 from tests.child_env import child_env
@@ -30,7 +31,7 @@ def test_a_start_refused_for_different_flags_leaves_the_shards_serving(shards, t
                        *ranks_flags[r])
                 for r in range(2)
             ]  # fmt: skip
-            statuses = [_ended(p, 60) for p in procs]
+            statuses = [exits_within(p, 60) for p in procs]
             said = [log.read_text()[-3000:] for log in logs]
             if attempt == "refused":
                 assert statuses == [1, 1], said
