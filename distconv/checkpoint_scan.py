@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distconv.checkpoint import CheckpointReadError
+from distconv.checkpoint_errors import CheckpointReadError
 from distconv.checkpoint_manifest import CHIEF, Manifest
-from distconv.checkpoint_reads import ManifestNotAFile, is_part_file, read_manifest
+from distconv.manifest_reads import ManifestNotAFile, is_part_file, read_manifest
 from distconv.messages import named
 
 #: what a failure's words say where the run kept no complete checkpoint: nothing to go on
