@@ -44,8 +44,13 @@ def _train(endpoints, rank: int, out: Path, env, log: Path, *extra: str, host: s
 
 
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("host", [None, "pod"], ids=["this-host", "other-hosts"])
-@pytest.mark.parametrize("newcomer", [(), ("--lr", "0.05")], ids=["same-command", "another-job"])
+# each host's way of telling a live worker (its pid here; its connections, then its silence
+# elsewhere) and each newcomer once: the async test below takes the same command elsewhere
+@pytest.mark.parametrize(
+    "host, newcomer",
+    [(None, ()), ("pod", ("--lr", "0.05"))],
+    ids=["same-command-this-host", "another-job-other-hosts"],
+)
 def test_a_second_process_for_a_live_rank_is_refused_and_the_job_trains_on(
     shards, tmp_path, host, newcomer
 ):
