@@ -56,24 +56,26 @@ def test_the_stopped_process_is_blamed_not_the_worker_that_gave_up(tmp_path, rol
 
 @pytest.mark.timeout(30)
 def test_a_stopped_process_is_found_by_its_group_and_no_longer_once_continued():
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
-    )
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    child = subprocess.Popen(sleep, start_new_session=True)
+    # a group that runs, of its own: the tests' group may hold another test's stopped child
+    runner = subprocess.Popen(sleep, start_new_session=True)
     try:
         os.kill(child.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 10
         while not (found := stopped_in_groups({child.pid})) and time.monotonic() < deadline:
             time.sleep(0.01)  # the stop is the kernel's to deliver
         assert found[child.pid].pid == child.pid and found[child.pid].by == "SIGSTOP", found
-        assert stopped_in_groups({os.getpgrp()}) == {}  # this test's own group runs
+        assert stopped_in_groups({runner.pid}) == {}  # a group whose process runs
         os.kill(child.pid, signal.SIGCONT)
         deadline = time.monotonic() + 10
         while stopped_in_groups({child.pid}) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert stopped_in_groups({child.pid}) == {}
     finally:
-        child.kill()
-        child.wait()
+        for process in (child, runner):
+            process.kill()
+            process.wait()
 
 
 #: a program of two ranks: rank 1 stops itself (SIGSTOP), its pid in ``MARK.<attempt>``; rank 0
