@@ -12,16 +12,22 @@ from distconv.parameter import Parameter
 from tests.sync.ps.ps_helpers import pserver_sync
 
 
+def _two_syncs_one_stepping(shards):
+    """A sparse table set up in two syncs of their own shards; the second in step 1, having
+    noted row 2 of the table: the table and the two syncs."""
+    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
+    syncs = [pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1) for _ in "ab"]
+    for sync in syncs:
+        sync.setup([table])
+    syncs[1].start_step(1)
+    note_rows(table, np.array([2]))
+    return table, *syncs
+
+
 @pytest.mark.timeout(60)
 def test_closing_a_sync_between_steps_keeps_another_syncs_step_notes(shards):
-    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
-    done = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
-    done.setup([table])
-    stepping = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
-    stepping.setup([table])
+    table, done, stepping = _two_syncs_one_stepping(shards)
     try:
-        stepping.start_step(1)
-        note_rows(table, np.array([2]))
         done.close()  # no step of its own open
         assert list(take_rows(table)) == [2]
     finally:
@@ -34,14 +40,8 @@ def test_closing_a_sync_between_steps_keeps_another_syncs_step_notes(shards):
 def test_abandoning_no_step_keeps_another_syncs_step_notes(shards):
     """abandon_step with no step of this sync's open (called once more, in a ``finally``) let
     go of the notes another sync's open step keeps of the same parameter."""
-    table = Parameter("table", np.zeros((4, 2)), sparse_rows=True)
-    idle = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
-    idle.setup([table])
-    stepping = pserver_sync(shards.start(1, 1), create_optimizer("sgd", lr=1.0), 0, 1)
-    stepping.setup([table])
+    table, idle, stepping = _two_syncs_one_stepping(shards)
     try:
-        stepping.start_step(1)
-        note_rows(table, np.array([2]))
         idle.abandon_step()
         assert list(take_rows(table)) == [2]
     finally:
